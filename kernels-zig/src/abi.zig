@@ -1,0 +1,113 @@
+//! The C ABI contract shared by the library root and the per-ISA kernel
+//! objects: status codes, block layouts and the identifiers of variants.
+//! Every number here is mirrored in `ffi/symbols.ts`; change both together.
+
+const std = @import("std");
+
+/// Bumped whenever an exported signature or a status code changes.
+pub const abi_version: u32 = 1;
+
+/// Status codes returned by every fallible export. Zero is success, negative
+/// is an error. I/O failures are returned as `io_base - errno`.
+pub const Status = enum(i32) {
+    ok = 0,
+    /// An argument is outside its documented domain (a zero count, a bad mode).
+    invalid_arg = -1,
+    /// A buffer is shorter than the sizes it was described with, or a count
+    /// is not a multiple of the block size.
+    length = -2,
+    /// A pointer or an offset is not aligned as required.
+    alignment = -3,
+    /// An index or a range points past what it indexes.
+    range = -4,
+    /// The requested kernel variant cannot run on this CPU.
+    unsupported = -5,
+    /// `cf_init` has not been called successfully.
+    not_initialized = -6,
+    /// An input vector holds NaN or an infinity where a finite value is needed.
+    nonfinite = -7,
+    /// The allocator refused.
+    no_memory = -9,
+    /// A handle is unknown, stale or of the wrong kind.
+    handle = -10,
+    /// A size computation overflowed.
+    overflow = -11,
+    /// A fixed limit (threads, handles) would be exceeded.
+    limit = -12,
+    _,
+
+    pub fn code(s: Status) i32 {
+        return @intFromEnum(s);
+    }
+};
+
+/// `io_base - errno` is returned for a failed system call.
+pub const io_base: i32 = -1000;
+
+pub fn ioStatus(errno: i32) i32 {
+    std.debug.assert(errno > 0 and errno < 4096);
+    return io_base - errno;
+}
+
+/// Kernel variants, in increasing order of ISA requirements.
+pub const Variant = enum(u32) {
+    scalar = 1,
+    avx2 = 2,
+    avx512vnni = 3,
+};
+
+/// Number of weights in one ggml quantization block.
+pub const qk: usize = 32;
+
+/// ggml `block_q8_0`: an f16 scale and 32 signed bytes.
+pub const BlockQ8_0 = extern struct {
+    d: u16 align(1),
+    qs: [qk]i8 align(1),
+};
+
+/// ggml `block_q4_0`: an f16 scale and 32 nibbles; element j < 16 is the low
+/// nibble of qs[j], element j + 16 the high nibble; value = (nibble - 8) * d.
+pub const BlockQ4_0 = extern struct {
+    d: u16 align(1),
+    qs: [qk / 2]u8 align(1),
+};
+
+pub const q8_0_block_bytes: usize = 34;
+pub const q4_0_block_bytes: usize = 18;
+
+comptime {
+    std.debug.assert(@sizeOf(BlockQ8_0) == q8_0_block_bytes);
+    std.debug.assert(@sizeOf(BlockQ4_0) == q4_0_block_bytes);
+    std.debug.assert(@alignOf(BlockQ8_0) == 1);
+    std.debug.assert(@alignOf(BlockQ4_0) == 1);
+}
+
+/// RoPE pair conventions.
+pub const RopeMode = enum(u32) {
+    /// Adjacent pairs (2i, 2i+1): GPT-J, llama.cpp's LLAMA_ROPE_TYPE_NORM.
+    normal = 0,
+    /// Split halves (i, i + n_rot/2): GPT-NeoX, Hugging Face Llama/Qwen/Gemma.
+    neox = 1,
+};
+
+/// Largest position RoPE accepts: positions are converted to f32 exactly.
+pub const rope_max_pos: u32 = 1 << 24;
+
+/// Converts IEEE binary16 bits to f32 exactly.
+pub inline fn f16ToF32(bits: u16) f32 {
+    return @floatCast(@as(f16, @bitCast(bits)));
+}
+
+/// Converts f32 to IEEE binary16 bits, round to nearest even.
+pub inline fn f32ToF16(x: f32) u16 {
+    return @bitCast(@as(f16, @floatCast(x)));
+}
+
+test "f16 round trip of representable values" {
+    const values = [_]f32{ 0.0, -0.0, 1.0, -2.5, 65504.0, 6.1035156e-05, 5.9604645e-08 };
+    for (values) |v| {
+        try std.testing.expectEqual(v, f16ToF32(f32ToF16(v)));
+    }
+    try std.testing.expectEqual(@as(u16, 0x3c00), f32ToF16(1.0));
+    try std.testing.expectEqual(@as(u16, 0x7c00), f32ToF16(1.0e6));
+}

@@ -1,0 +1,217 @@
+//! CPU feature detection (cpuid + xgetbv) and core counting. The library is
+//! built for baseline x86-64; this decides at run time which kernel variant
+//! the CPU and the OS can run.
+
+const std = @import("std");
+const builtin = @import("builtin");
+const abi = @import("abi.zig");
+
+const assert = std.debug.assert;
+
+comptime {
+    assert(builtin.cpu.arch == .x86_64);
+}
+
+/// Feature bits reported by `cf_cpu_features`; mirrored in ffi/symbols.ts.
+pub const Feature = enum(u6) {
+    sse3 = 0,
+    ssse3 = 1,
+    sse4_1 = 2,
+    sse4_2 = 3,
+    popcnt = 4,
+    cx16 = 5,
+    avx = 6, // CPU support and OS-enabled YMM state
+    avx2 = 7,
+    fma = 8,
+    f16c = 9,
+    bmi1 = 10,
+    bmi2 = 11,
+    lzcnt = 12,
+    movbe = 13,
+    avx512f = 14, // CPU support and OS-enabled ZMM/opmask state
+    avx512bw = 15,
+    avx512cd = 16,
+    avx512dq = 17,
+    avx512vl = 18,
+    avx512vnni = 19,
+    avxvnni = 20,
+    lahf_lm = 21,
+    xsave = 22,
+};
+
+pub fn bit(f: Feature) u64 {
+    return @as(u64, 1) << @intFromEnum(f);
+}
+
+const CpuidResult = struct { eax: u32, ebx: u32, ecx: u32, edx: u32 };
+
+fn cpuid(leaf: u32, subleaf: u32) CpuidResult {
+    var eax: u32 = undefined;
+    var ebx: u32 = undefined;
+    var ecx: u32 = undefined;
+    var edx: u32 = undefined;
+    asm volatile ("cpuid"
+        : [_] "={eax}" (eax),
+          [_] "={ebx}" (ebx),
+          [_] "={ecx}" (ecx),
+          [_] "={edx}" (edx),
+        : [_] "{eax}" (leaf),
+          [_] "{ecx}" (subleaf),
+    );
+    return .{ .eax = eax, .ebx = ebx, .ecx = ecx, .edx = edx };
+}
+
+fn xgetbv0() u64 {
+    var lo: u32 = undefined;
+    var hi: u32 = undefined;
+    asm volatile ("xgetbv"
+        : [_] "={eax}" (lo),
+          [_] "={edx}" (hi),
+        : [_] "{ecx}" (@as(u32, 0)),
+    );
+    return (@as(u64, hi) << 32) | lo;
+}
+
+inline fn has(reg: u32, b: u5) bool {
+    return (reg >> b) & 1 == 1;
+}
+
+/// Detects the features of this CPU that the OS also enables.
+pub fn detect() u64 {
+    var set: u64 = 0;
+    const max_leaf = cpuid(0, 0).eax;
+    if (max_leaf < 1) return 0;
+    const l1 = cpuid(1, 0);
+    if (has(l1.ecx, 0)) set |= bit(.sse3);
+    if (has(l1.ecx, 9)) set |= bit(.ssse3);
+    if (has(l1.ecx, 19)) set |= bit(.sse4_1);
+    if (has(l1.ecx, 20)) set |= bit(.sse4_2);
+    if (has(l1.ecx, 23)) set |= bit(.popcnt);
+    if (has(l1.ecx, 13)) set |= bit(.cx16);
+    if (has(l1.ecx, 12)) set |= bit(.fma);
+    if (has(l1.ecx, 29)) set |= bit(.f16c);
+    if (has(l1.ecx, 22)) set |= bit(.movbe);
+    const osxsave = has(l1.ecx, 27);
+    if (has(l1.ecx, 26) and osxsave) set |= bit(.xsave);
+    const xcr0: u64 = if (osxsave) xgetbv0() else 0;
+    const ymm_ok = (xcr0 & 0x6) == 0x6; // SSE and AVX state
+    const zmm_ok = ymm_ok and (xcr0 & 0xe0) == 0xe0; // opmask, ZMM_Hi256, Hi16_ZMM
+    if (has(l1.ecx, 28) and ymm_ok) set |= bit(.avx);
+    if (max_leaf >= 7) {
+        const l7 = cpuid(7, 0);
+        if (has(l7.ebx, 3)) set |= bit(.bmi1);
+        if (has(l7.ebx, 8)) set |= bit(.bmi2);
+        if (ymm_ok) {
+            if (has(l7.ebx, 5)) set |= bit(.avx2);
+        }
+        if (zmm_ok) {
+            if (has(l7.ebx, 16)) set |= bit(.avx512f);
+            if (has(l7.ebx, 17)) set |= bit(.avx512dq);
+            if (has(l7.ebx, 28)) set |= bit(.avx512cd);
+            if (has(l7.ebx, 30)) set |= bit(.avx512bw);
+            if (has(l7.ebx, 31)) set |= bit(.avx512vl);
+            if (has(l7.ecx, 11)) set |= bit(.avx512vnni);
+        }
+        if (max_leaf >= 7 and ymm_ok) {
+            const l71 = cpuid(7, 1);
+            if (has(l71.eax, 4)) set |= bit(.avxvnni);
+        }
+    }
+    const ext = cpuid(0x80000000, 0).eax;
+    if (ext >= 0x80000001) {
+        const e1 = cpuid(0x80000001, 0);
+        if (has(e1.ecx, 0)) set |= bit(.lahf_lm);
+        if (has(e1.ecx, 5)) set |= bit(.lzcnt);
+    }
+    // Without the OS saving YMM/ZMM state these are unusable.
+    if (set & bit(.avx) == 0) set &= ~(bit(.avx2) | bit(.fma) | bit(.f16c) | bit(.avxvnni));
+    return set;
+}
+
+/// Features each variant's object was compiled to assume (its CPU level).
+pub fn required(v: abi.Variant) u64 {
+    const v2 = bit(.sse3) | bit(.ssse3) | bit(.sse4_1) | bit(.sse4_2) | bit(.popcnt) | bit(.cx16) | bit(.lahf_lm);
+    const v3 = v2 | bit(.avx) | bit(.avx2) | bit(.fma) | bit(.f16c) | bit(.bmi1) | bit(.bmi2) | bit(.lzcnt) | bit(.movbe) | bit(.xsave);
+    const v4 = v3 | bit(.avx512f) | bit(.avx512bw) | bit(.avx512cd) | bit(.avx512dq) | bit(.avx512vl);
+    return switch (v) {
+        .scalar => 0,
+        .avx2 => v3,
+        .avx512vnni => v4 | bit(.avx512vnni),
+    };
+}
+
+pub fn supports(features: u64, v: abi.Variant) bool {
+    const need = required(v);
+    return features & need == need;
+}
+
+/// The best variant the given feature set can run.
+pub fn best(features: u64) abi.Variant {
+    if (supports(features, .avx512vnni)) return .avx512vnni;
+    if (supports(features, .avx2)) return .avx2;
+    return .scalar;
+}
+
+/// Physical cores this process may run on: logical CPUs in the affinity
+/// mask, with SMT siblings counted once (from sysfs topology); falls back to
+/// the logical count when topology cannot be read.
+pub fn physicalCores() u32 {
+    const set = std.posix.sched_getaffinity(0) catch return logicalCores();
+    var seen: [1024]u64 = undefined; // (package << 32 | core) per counted CPU
+    var n_seen: usize = 0;
+    var logical: u32 = 0;
+    const bits_per = @bitSizeOf(usize);
+    for (set, 0..) |word, wi| {
+        if (word == 0) continue;
+        for (0..bits_per) |b| {
+            if ((word >> @intCast(b)) & 1 == 0) continue;
+            const cpu_id = wi * bits_per + b;
+            logical += 1;
+            const core = readTopology(cpu_id, "core_id") orelse return logical_or(set);
+            const pkg = readTopology(cpu_id, "physical_package_id") orelse return logical_or(set);
+            const key = (@as(u64, pkg) << 32) | core;
+            const dup = for (seen[0..n_seen]) |s| {
+                if (s == key) break true;
+            } else false;
+            if (!dup) {
+                if (n_seen == seen.len) return logical_or(set);
+                seen[n_seen] = key;
+                n_seen += 1;
+            }
+        }
+    }
+    if (n_seen == 0) return @max(1, logical);
+    return @intCast(n_seen);
+}
+
+fn logical_or(set: std.posix.cpu_set_t) u32 {
+    var n: u32 = 0;
+    for (set) |word| n += @popCount(word);
+    return @max(1, n);
+}
+
+fn logicalCores() u32 {
+    const n = std.Thread.getCpuCount() catch 1;
+    return @intCast(@max(1, @min(n, 1024)));
+}
+
+fn readTopology(cpu_id: usize, comptime field: []const u8) ?u32 {
+    var path_buf: [96]u8 = undefined;
+    const path = std.fmt.bufPrintZ(&path_buf, "/sys/devices/system/cpu/cpu{d}/topology/" ++ field, .{cpu_id}) catch return null;
+    const file = std.fs.openFileAbsoluteZ(path, .{}) catch return null;
+    defer file.close();
+    var buf: [32]u8 = undefined;
+    const n = file.readAll(&buf) catch return null;
+    const text = std.mem.trim(u8, buf[0..n], " \n\t");
+    return std.fmt.parseInt(u32, text, 10) catch null;
+}
+
+test "detect agrees with the compile-time baseline and picks a runnable variant" {
+    const f = detect();
+    // Every x86-64 CPU has SSE2; the detected best variant must be supported.
+    try std.testing.expect(supports(f, best(f)));
+    try std.testing.expect(supports(f, .scalar));
+    // Masking features down forces lower variants.
+    try std.testing.expectEqual(abi.Variant.scalar, best(0));
+    try std.testing.expect(physicalCores() >= 1);
+}

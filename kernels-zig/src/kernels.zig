@@ -1,0 +1,735 @@
+//! Kernel bodies, written once and compiled once per ISA variant.
+//!
+//! `variant.zig` instantiates this file three times (scalar, AVX2+FMA,
+//! AVX-512BW+VNNI) as separate objects, each built for its own CPU level.
+//! The `scalar` namespace below is the reference every SIMD path is tested
+//! against: integer block dot products must match it exactly, float results
+//! within a small relative error (only the summation order differs).
+//!
+//! Callers (the library root) have validated every length already; the
+//! functions here assert their preconditions again and never allocate.
+
+const std = @import("std");
+const builtin = @import("builtin");
+const abi = @import("abi.zig");
+const options = @import("variant_options");
+
+const assert = std.debug.assert;
+const qk = abi.qk;
+const BlockQ8_0 = abi.BlockQ8_0;
+const BlockQ4_0 = abi.BlockQ4_0;
+
+pub const Variant = abi.Variant;
+pub const variant: Variant = @enumFromInt(options.variant);
+
+/// f32 lanes used by the float kernels of this variant.
+const lanes: usize = switch (variant) {
+    .scalar => 1,
+    .avx2 => 8,
+    .avx512vnni => 16,
+};
+
+comptime {
+    const has = std.Target.x86.featureSetHas;
+    const f = builtin.cpu.features;
+    switch (variant) {
+        .scalar => {},
+        .avx2 => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c)),
+        .avx512vnni => assert(has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512vnni)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scalar reference. Plain loops, sequential f32 accumulation. The scalar
+// variant exports exactly these.
+// ---------------------------------------------------------------------------
+
+pub const scalar = struct {
+    pub fn blockDotQ8_0(w: *const BlockQ8_0, x: *const BlockQ8_0) i32 {
+        var sum: i32 = 0;
+        for (0..qk) |j| sum += @as(i32, w.qs[j]) * @as(i32, x.qs[j]);
+        return sum;
+    }
+
+    pub fn blockDotQ4_0(w: *const BlockQ4_0, x: *const BlockQ8_0) i32 {
+        var sum: i32 = 0;
+        for (0..qk / 2) |j| {
+            const lo: i32 = @as(i32, w.qs[j] & 0x0f) - 8;
+            const hi: i32 = @as(i32, w.qs[j] >> 4) - 8;
+            sum += lo * @as(i32, x.qs[j]) + hi * @as(i32, x.qs[j + qk / 2]);
+        }
+        return sum;
+    }
+
+    pub fn dotQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0) f32 {
+        assert(w.len == x.len);
+        var acc: f32 = 0;
+        for (w, x) |*wb, *xb| {
+            const scale = abi.f16ToF32(wb.d) * abi.f16ToF32(xb.d);
+            acc += @as(f32, @floatFromInt(blockDotQ8_0(wb, xb))) * scale;
+        }
+        return acc;
+    }
+
+    pub fn dotQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
+        assert(w.len == x.len);
+        var acc: f32 = 0;
+        for (w, x) |*wb, *xb| {
+            const scale = abi.f16ToF32(wb.d) * abi.f16ToF32(xb.d);
+            acc += @as(f32, @floatFromInt(blockDotQ4_0(wb, xb))) * scale;
+        }
+        return acc;
+    }
+
+    /// ggml `quantize_row_q8_0_ref`, with a clamp to [-127, 127]. Returns
+    /// false, leaving the block unspecified, when the block is not finite.
+    pub fn quantizeBlockQ8_0(x: *const [qk]f32, out: *BlockQ8_0) bool {
+        var amax: f32 = 0;
+        for (x) |v| {
+            if (!std.math.isFinite(v)) return false;
+            amax = @max(amax, @abs(v));
+        }
+        const d = amax / 127.0;
+        const id: f32 = if (d != 0) 1.0 / d else 0;
+        out.d = abi.f32ToF16(d);
+        for (x, 0..) |v, j| {
+            // For a block of tiny values 1/d overflows; a non-finite product
+            // gives 0 (ggml's C on x86 and gguf-py agree; the scale is 0 too).
+            const p = v * id;
+            const r = if (std.math.isFinite(p)) std.math.clamp(@round(p), -127.0, 127.0) else 0;
+            out.qs[j] = @intFromFloat(r);
+        }
+        return true;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// Integer block dot products.
+// ---------------------------------------------------------------------------
+
+const V16i32 = @Vector(16, i32);
+const V8i32 = @Vector(8, i32);
+const V16i16 = @Vector(16, i16);
+
+extern fn @"llvm.x86.avx512.vpdpbusd.512"(V16i32, V16i32, V16i32) V16i32;
+extern fn @"llvm.x86.avx512.vpdpbusd.256"(V8i32, V8i32, V8i32) V8i32;
+extern fn @"llvm.x86.avx2.pmadd.ub.sw"(@Vector(32, u8), @Vector(32, i8)) V16i16;
+extern fn @"llvm.x86.avx2.pmadd.wd"(V16i16, V16i16) V8i32;
+
+/// Two Q4_0 blocks against two Q8_0 blocks with VNNI. Lanes 0..7 hold
+/// partial sums of block a, lanes 8..15 those of block b.
+inline fn lanesQ4_0x2(wa: *const BlockQ4_0, wb: *const BlockQ4_0, xa: *const BlockQ8_0, xb: *const BlockQ8_0) V16i32 {
+    const qa: @Vector(16, u8) = wa.qs;
+    const qb: @Vector(16, u8) = wb.qs;
+    const lo_mask: @Vector(16, u8) = @splat(0x0f);
+    const four: @Vector(16, u3) = @splat(4);
+    const a_lo = qa & lo_mask;
+    const a_hi = qa >> four;
+    const b_lo = qb & lo_mask;
+    const b_hi = qb >> four;
+    const a: @Vector(32, u8) = std.simd.join(a_lo, a_hi);
+    const b: @Vector(32, u8) = std.simd.join(b_lo, b_hi);
+    const w: @Vector(64, u8) = std.simd.join(a, b);
+    const xav: @Vector(32, i8) = xa.qs;
+    const xbv: @Vector(32, i8) = xb.qs;
+    const x: @Vector(64, i8) = std.simd.join(xav, xbv);
+    const zero: V16i32 = @splat(0);
+    const ones: @Vector(64, u8) = @splat(1);
+    const wx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(w), @bitCast(x));
+    const sx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(ones), @bitCast(x));
+    // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
+    return wx - (sx << @splat(3));
+}
+
+/// One Q4_0 block against one Q8_0 block with 256-bit VNNI (8 partial lanes).
+inline fn lanesQ4_0x1Vnni(w: *const BlockQ4_0, x: *const BlockQ8_0) V8i32 {
+    const q: @Vector(16, u8) = w.qs;
+    const lo = q & @as(@Vector(16, u8), @splat(0x0f));
+    const hi = q >> @as(@Vector(16, u3), @splat(4));
+    const wv: @Vector(32, u8) = std.simd.join(lo, hi);
+    const xv: @Vector(32, i8) = x.qs;
+    const zero: V8i32 = @splat(0);
+    const ones: @Vector(32, u8) = @splat(1);
+    const wx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(wv), @bitCast(xv));
+    const sx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(ones), @bitCast(xv));
+    return wx - (sx << @splat(3));
+}
+
+/// Two Q8_0 weight blocks against two Q8_0 activation blocks with VNNI.
+/// vpdpbusd wants one unsigned operand: w ^ 0x80 = w + 128 as u8, so
+/// sum(w * x) = sum((w + 128) * x) - 128 * sum(x), exact for every byte.
+inline fn lanesQ8_0x2(wa: *const BlockQ8_0, wb: *const BlockQ8_0, xa: *const BlockQ8_0, xb: *const BlockQ8_0) V16i32 {
+    const wav: @Vector(32, u8) = @bitCast(wa.qs);
+    const wbv: @Vector(32, u8) = @bitCast(wb.qs);
+    const w: @Vector(64, u8) = std.simd.join(wav, wbv) ^ @as(@Vector(64, u8), @splat(0x80));
+    const xav: @Vector(32, i8) = xa.qs;
+    const xbv: @Vector(32, i8) = xb.qs;
+    const x: @Vector(64, i8) = std.simd.join(xav, xbv);
+    const zero: V16i32 = @splat(0);
+    const ones: @Vector(64, u8) = @splat(1);
+    const wx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(w), @bitCast(x));
+    const sx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(ones), @bitCast(x));
+    return wx - (sx << @splat(7));
+}
+
+inline fn lanesQ8_0x1Vnni(w: *const BlockQ8_0, x: *const BlockQ8_0) V8i32 {
+    const wv: @Vector(32, u8) = @as(@Vector(32, u8), @bitCast(w.qs)) ^ @as(@Vector(32, u8), @splat(0x80));
+    const xv: @Vector(32, i8) = x.qs;
+    const zero: V8i32 = @splat(0);
+    const ones: @Vector(32, u8) = @splat(1);
+    const wx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(wv), @bitCast(xv));
+    const sx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(ones), @bitCast(xv));
+    return wx - (sx << @splat(7));
+}
+
+/// AVX2: one Q4_0 block. vpmaddubsw(q, x) pairs stay within i16
+/// (|2 * 15 * 128| < 2^15), and so does the 8 * sum(x) correction.
+inline fn lanesQ4_0x1Avx2(w: *const BlockQ4_0, x: *const BlockQ8_0) V8i32 {
+    const q: @Vector(16, u8) = w.qs;
+    const lo = q & @as(@Vector(16, u8), @splat(0x0f));
+    const hi = q >> @as(@Vector(16, u3), @splat(4));
+    const wv: @Vector(32, u8) = std.simd.join(lo, hi);
+    const xv: @Vector(32, i8) = x.qs;
+    const wx = @"llvm.x86.avx2.pmadd.ub.sw"(wv, xv);
+    const sx = @"llvm.x86.avx2.pmadd.ub.sw"(@splat(8), xv);
+    return @"llvm.x86.avx2.pmadd.wd"(wx - sx, @splat(1));
+}
+
+/// AVX2: one Q8_0 block, widened to i16 so that every byte value is exact.
+inline fn lanesQ8_0x1Avx2(w: *const BlockQ8_0, x: *const BlockQ8_0) V8i32 {
+    const wv: @Vector(32, i8) = w.qs;
+    const xv: @Vector(32, i8) = x.qs;
+    const w16: @Vector(32, i16) = wv;
+    const x16: @Vector(32, i16) = xv;
+    const w_lo: V16i16 = std.simd.extract(w16, 0, 16);
+    const w_hi: V16i16 = std.simd.extract(w16, 16, 16);
+    const x_lo: V16i16 = std.simd.extract(x16, 0, 16);
+    const x_hi: V16i16 = std.simd.extract(x16, 16, 16);
+    return @"llvm.x86.avx2.pmadd.wd"(w_lo, x_lo) + @"llvm.x86.avx2.pmadd.wd"(w_hi, x_hi);
+}
+
+/// Per-block integer dot products, sum((q - 8) * x) for each block.
+pub fn blockDotsQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0, out: []i32) void {
+    assert(w.len == x.len);
+    assert(out.len == w.len);
+    switch (variant) {
+        .scalar => for (w, x, out) |*wb, *xb, *o| {
+            o.* = scalar.blockDotQ4_0(wb, xb);
+        },
+        .avx2 => for (w, x, out) |*wb, *xb, *o| {
+            o.* = @reduce(.Add, lanesQ4_0x1Avx2(wb, xb));
+        },
+        .avx512vnni => {
+            var i: usize = 0;
+            while (i + 2 <= w.len) : (i += 2) {
+                const l = lanesQ4_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]);
+                out[i] = @reduce(.Add, std.simd.extract(l, 0, 8));
+                out[i + 1] = @reduce(.Add, std.simd.extract(l, 8, 8));
+            }
+            if (i < w.len) out[i] = @reduce(.Add, lanesQ4_0x1Vnni(&w[i], &x[i]));
+        },
+    }
+}
+
+/// Per-block integer dot products, sum(w * x) for each block.
+pub fn blockDotsQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0, out: []i32) void {
+    assert(w.len == x.len);
+    assert(out.len == w.len);
+    switch (variant) {
+        .scalar => for (w, x, out) |*wb, *xb, *o| {
+            o.* = scalar.blockDotQ8_0(wb, xb);
+        },
+        .avx2 => for (w, x, out) |*wb, *xb, *o| {
+            o.* = @reduce(.Add, lanesQ8_0x1Avx2(wb, xb));
+        },
+        .avx512vnni => {
+            var i: usize = 0;
+            while (i + 2 <= w.len) : (i += 2) {
+                const l = lanesQ8_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]);
+                out[i] = @reduce(.Add, std.simd.extract(l, 0, 8));
+                out[i + 1] = @reduce(.Add, std.simd.extract(l, 8, 8));
+            }
+            if (i < w.len) out[i] = @reduce(.Add, lanesQ8_0x1Vnni(&w[i], &x[i]));
+        },
+    }
+}
+
+inline fn scalePair(wa: anytype, wb: anytype, xa: *const BlockQ8_0, xb: *const BlockQ8_0) @Vector(16, f32) {
+    const sa: @Vector(8, f32) = @splat(abi.f16ToF32(wa.d) * abi.f16ToF32(xa.d));
+    const sb: @Vector(8, f32) = @splat(abi.f16ToF32(wb.d) * abi.f16ToF32(xb.d));
+    return std.simd.join(sa, sb);
+}
+
+inline fn scaleOne(w: anytype, x: *const BlockQ8_0) @Vector(8, f32) {
+    return @splat(abi.f16ToF32(w.d) * abi.f16ToF32(x.d));
+}
+
+/// Dot product of one Q4_0 row with a Q8_0 activation vector.
+pub fn dotQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
+    assert(w.len == x.len);
+    switch (variant) {
+        .scalar => return scalar.dotQ4_0(w, x),
+        .avx2 => {
+            var acc: @Vector(8, f32) = @splat(0);
+            for (w, x) |*wb, *xb| {
+                const l: @Vector(8, f32) = @floatFromInt(lanesQ4_0x1Avx2(wb, xb));
+                acc = @mulAdd(@Vector(8, f32), l, scaleOne(wb, xb), acc);
+            }
+            return @reduce(.Add, acc);
+        },
+        .avx512vnni => {
+            var acc: @Vector(16, f32) = @splat(0);
+            var i: usize = 0;
+            while (i + 2 <= w.len) : (i += 2) {
+                const l: @Vector(16, f32) = @floatFromInt(lanesQ4_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]));
+                acc = @mulAdd(@Vector(16, f32), l, scalePair(&w[i], &w[i + 1], &x[i], &x[i + 1]), acc);
+            }
+            var total = @reduce(.Add, acc);
+            if (i < w.len) {
+                const l: @Vector(8, f32) = @floatFromInt(lanesQ4_0x1Vnni(&w[i], &x[i]));
+                total += @reduce(.Add, l * scaleOne(&w[i], &x[i]));
+            }
+            return total;
+        },
+    }
+}
+
+/// Dot product of one Q8_0 row with a Q8_0 activation vector.
+pub fn dotQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0) f32 {
+    assert(w.len == x.len);
+    switch (variant) {
+        .scalar => return scalar.dotQ8_0(w, x),
+        .avx2 => {
+            var acc: @Vector(8, f32) = @splat(0);
+            for (w, x) |*wb, *xb| {
+                const l: @Vector(8, f32) = @floatFromInt(lanesQ8_0x1Avx2(wb, xb));
+                acc = @mulAdd(@Vector(8, f32), l, scaleOne(wb, xb), acc);
+            }
+            return @reduce(.Add, acc);
+        },
+        .avx512vnni => {
+            var acc: @Vector(16, f32) = @splat(0);
+            var i: usize = 0;
+            while (i + 2 <= w.len) : (i += 2) {
+                const l: @Vector(16, f32) = @floatFromInt(lanesQ8_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]));
+                acc = @mulAdd(@Vector(16, f32), l, scalePair(&w[i], &w[i + 1], &x[i], &x[i + 1]), acc);
+            }
+            var total = @reduce(.Add, acc);
+            if (i < w.len) {
+                const l: @Vector(8, f32) = @floatFromInt(lanesQ8_0x1Vnni(&w[i], &x[i]));
+                total += @reduce(.Add, l * scaleOne(&w[i], &x[i]));
+            }
+            return total;
+        },
+    }
+}
+
+/// Rows [row_begin, row_end) of y = W x, W stored row-major as `blocks_per_row`
+/// blocks per row. Each row is computed by the same code whatever the thread
+/// split, so results are identical for every thread count.
+pub fn matvecRowsQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0, y: []f32, row_begin: usize, row_end: usize) void {
+    const nb = x.len;
+    assert(nb > 0);
+    assert(row_begin <= row_end and row_end <= y.len);
+    assert(w.len >= row_end * nb);
+    for (row_begin..row_end) |r| y[r] = dotQ4_0(w[r * nb ..][0..nb], x);
+}
+
+pub fn matvecRowsQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0, y: []f32, row_begin: usize, row_end: usize) void {
+    const nb = x.len;
+    assert(nb > 0);
+    assert(row_begin <= row_end and row_end <= y.len);
+    assert(w.len >= row_end * nb);
+    for (row_begin..row_end) |r| y[r] = dotQ8_0(w[r * nb ..][0..nb], x);
+}
+
+// ---------------------------------------------------------------------------
+// Activation quantization.
+// ---------------------------------------------------------------------------
+
+/// Quantizes x (a multiple of 32 long) to Q8_0 blocks, byte-identical to the
+/// scalar reference on every variant. Returns false if x holds a non-finite
+/// value (out is then unspecified).
+pub fn quantizeQ8_0(x: []const f32, out: []BlockQ8_0) bool {
+    assert(x.len == out.len * qk);
+    if (variant == .scalar) {
+        for (out, 0..) |*o, b| {
+            if (!scalar.quantizeBlockQ8_0(x[b * qk ..][0..qk], o)) return false;
+        }
+        return true;
+    }
+    const V = @Vector(lanes, f32);
+    for (out, 0..) |*o, b| {
+        const xb = x[b * qk ..][0..qk];
+        var amax: V = @splat(0);
+        var finite = true;
+        inline for (0..qk / lanes) |k| {
+            const v: V = xb[k * lanes ..][0..lanes].*;
+            // |NaN| <= max and |inf| <= max are both false.
+            finite = finite and @reduce(.And, @abs(v) <= @as(V, @splat(std.math.floatMax(f32))));
+            amax = @max(amax, @abs(v));
+        }
+        if (!finite) return false;
+        const d = @reduce(.Max, amax) / 127.0;
+        const id: f32 = if (d != 0) 1.0 / d else 0;
+        o.d = abi.f32ToF16(d);
+        inline for (0..qk / lanes) |k| {
+            const v: V = xb[k * lanes ..][0..lanes].*;
+            const p = v * @as(V, @splat(id));
+            const in_range = @abs(p) <= @as(V, @splat(std.math.floatMax(f32)));
+            const r = @select(f32, in_range, @round(p), @as(V, @splat(0)));
+            const c = @min(@max(r, @as(V, @splat(-127.0))), @as(V, @splat(127.0)));
+            const q: @Vector(lanes, i8) = @intFromFloat(c);
+            o.qs[k * lanes ..][0..lanes].* = q;
+        }
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+// Float kernels.
+// ---------------------------------------------------------------------------
+
+fn sumSquares(x: []const f32) f32 {
+    const V = @Vector(lanes, f32);
+    var acc0: V = @splat(0);
+    var acc1: V = @splat(0);
+    var i: usize = 0;
+    if (lanes > 1) {
+        while (i + 2 * lanes <= x.len) : (i += 2 * lanes) {
+            const a: V = x[i..][0..lanes].*;
+            const b: V = x[i + lanes ..][0..lanes].*;
+            acc0 = @mulAdd(V, a, a, acc0);
+            acc1 = @mulAdd(V, b, b, acc1);
+        }
+    }
+    var s: f32 = @reduce(.Add, acc0 + acc1);
+    while (i < x.len) : (i += 1) s += x[i] * x[i];
+    return s;
+}
+
+/// out = x / sqrt(mean(x^2) + eps) * weight.
+pub fn rmsNorm(x: []const f32, weight: []const f32, eps: f32, out: []f32) void {
+    assert(x.len > 0);
+    assert(weight.len == x.len and out.len == x.len);
+    const n: f32 = @floatFromInt(x.len);
+    const scale: f32 = 1.0 / @sqrt(sumSquares(x) / n + eps);
+    const V = @Vector(lanes, f32);
+    var i: usize = 0;
+    if (lanes > 1) {
+        while (i + lanes <= x.len) : (i += lanes) {
+            const v: V = x[i..][0..lanes].*;
+            const g: V = weight[i..][0..lanes].*;
+            out[i..][0..lanes].* = v * @as(V, @splat(scale)) * g;
+        }
+    }
+    while (i < x.len) : (i += 1) out[i] = x[i] * scale * weight[i];
+}
+
+/// In-place softmax. -inf entries (masked) become 0. Returns false, leaving
+/// x unchanged, if x holds a NaN or +inf or is entirely -inf.
+pub fn softmax(x: []f32) bool {
+    assert(x.len > 0);
+    var m: f32 = -std.math.inf(f32);
+    for (x) |v| {
+        if (std.math.isNan(v) or std.math.isPositiveInf(v)) return false;
+        m = @max(m, v);
+    }
+    if (std.math.isNegativeInf(m)) return false;
+    var sum: f64 = 0;
+    for (x) |*v| {
+        const e = @exp(v.* - m);
+        v.* = e;
+        sum += e;
+    }
+    const inv: f32 = @floatCast(1.0 / sum);
+    const V = @Vector(lanes, f32);
+    var i: usize = 0;
+    if (lanes > 1) {
+        while (i + lanes <= x.len) : (i += lanes) {
+            const v: V = x[i..][0..lanes].*;
+            x[i..][0..lanes].* = v * @as(V, @splat(inv));
+        }
+    }
+    while (i < x.len) : (i += 1) x[i] *= inv;
+    return true;
+}
+
+/// In-place RoPE over n_heads heads of head_dim values; the first n_rot
+/// dimensions of each head rotate, the rest are left alone.
+pub fn rope(x: []f32, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, inv_freq: []const f32, mode: abi.RopeMode) void {
+    assert(n_rot > 0 and n_rot % 2 == 0 and n_rot <= head_dim);
+    assert(x.len >= n_heads * head_dim);
+    assert(inv_freq.len >= n_rot / 2);
+    assert(pos <= abi.rope_max_pos);
+    const half = n_rot / 2;
+    const p: f32 = @floatFromInt(pos);
+    for (0..half) |i| {
+        const angle: f32 = p * inv_freq[i];
+        const c: f32 = @floatCast(@cos(@as(f64, angle)));
+        const s: f32 = @floatCast(@sin(@as(f64, angle)));
+        const a, const b = switch (mode) {
+            .normal => .{ 2 * i, 2 * i + 1 },
+            .neox => .{ i, i + half },
+        };
+        for (0..n_heads) |h| {
+            const base = h * head_dim;
+            const x0 = x[base + a];
+            const x1 = x[base + b];
+            x[base + a] = x0 * c - x1 * s;
+            x[base + b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+pub const Gate = enum { silu, gelu };
+
+/// out = act(gate) * up, act = SiLU or GELU (tanh approximation).
+pub fn gatedMul(comptime gate_kind: Gate, gate: []const f32, up: []const f32, out: []f32) void {
+    assert(gate.len == up.len and out.len == gate.len);
+    const V = @Vector(lanes, f32);
+    var i: usize = 0;
+    if (lanes > 1) {
+        while (i + lanes <= gate.len) : (i += lanes) {
+            const g: V = gate[i..][0..lanes].*;
+            const u: V = up[i..][0..lanes].*;
+            out[i..][0..lanes].* = activate(V, gate_kind, g) * u;
+        }
+    }
+    while (i < gate.len) : (i += 1) out[i] = activate(f32, gate_kind, gate[i]) * up[i];
+}
+
+inline fn splatOf(comptime T: type, v: f32) T {
+    return if (T == f32) v else @splat(v);
+}
+
+inline fn activate(comptime T: type, comptime gate_kind: Gate, g: T) T {
+    const one = splatOf(T, 1.0);
+    switch (gate_kind) {
+        // silu(g) = g * sigmoid(g)
+        .silu => return g / (one + @exp(-g)),
+        // gelu_tanh(g) = 0.5 g (1 + tanh(z)) = g * sigmoid(2 z),
+        // z = sqrt(2 / pi) * (g + 0.044715 g^3)
+        .gelu => {
+            const z = splatOf(T, 0.7978845608028654) * (g + splatOf(T, 0.044715) * g * g * g);
+            return g / (one + @exp(splatOf(T, -2.0) * z));
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Streaming read, the bandwidth yardstick for the benchmarks.
+// ---------------------------------------------------------------------------
+
+/// Reads every byte of `bytes` once (64 bytes at a time where the variant
+/// allows) and returns an XOR fold so the loads cannot be elided.
+pub fn streamRead(bytes: []const u8) u64 {
+    const W = @Vector(8, u64);
+    var acc0: W = @splat(0);
+    var acc1: W = @splat(0);
+    var i: usize = 0;
+    const step = 2 * @sizeOf(W);
+    while (i + step <= bytes.len) : (i += step) {
+        const a: W = @bitCast(bytes[i..][0..64].*);
+        const b: W = @bitCast(bytes[i + 64 ..][0..64].*);
+        acc0 ^= a;
+        acc1 ^= b;
+    }
+    var r: u64 = @reduce(.Xor, acc0 ^ acc1);
+    while (i < bytes.len) : (i += 1) r ^= bytes[i];
+    return r;
+}
+
+// ---------------------------------------------------------------------------
+// Tests: each variant against the scalar reference, on lengths hitting tails.
+// ---------------------------------------------------------------------------
+
+const testing = std.testing;
+
+fn randomQ8Blocks(rng: std.Random, out: []BlockQ8_0, full_range: bool) void {
+    for (out) |*b| {
+        b.d = abi.f32ToF16(rng.float(f32) * 0.1 + 0.001);
+        for (&b.qs) |*q| {
+            q.* = if (full_range) rng.int(i8) else rng.intRangeAtMost(i8, -127, 127);
+        }
+    }
+}
+
+fn randomQ4Blocks(rng: std.Random, out: []BlockQ4_0) void {
+    for (out) |*b| {
+        b.d = abi.f32ToF16(rng.float(f32) * 0.1 + 0.001);
+        for (&b.qs) |*q| q.* = rng.int(u8);
+    }
+}
+
+/// |expected - actual| <= rel * magnitude + 1e-12, where magnitude is the
+/// larger of the two values, or for sums the sum of the absolute terms
+/// (reordering a sum can only move it by a multiple of that).
+fn expectClose(expected: f32, actual: f32, rel: f32) !void {
+    return expectCloseMag(expected, actual, rel, @max(@abs(expected), @abs(actual)));
+}
+
+fn expectCloseMag(expected: f32, actual: f32, rel: f32, magnitude: f32) !void {
+    const diff = @abs(expected - actual);
+    if (diff > rel * magnitude + 1e-12) {
+        std.debug.print("expected {d}, got {d} (diff {d})\n", .{ expected, actual, diff });
+        return error.TestExpectedApproxEq;
+    }
+}
+
+/// Sum over all products of |w_j x_j| (scaled): the textbook bound on how
+/// far any summation order can move a dot product is a multiple of this.
+fn absTermsQ8(w: []const BlockQ8_0, x: []const BlockQ8_0) f32 {
+    var m: f32 = 0;
+    for (w, x) |*a, *b| {
+        var t: i32 = 0;
+        for (a.qs, b.qs) |p, q| t += @intCast(@abs(@as(i32, p) * q));
+        m += @as(f32, @floatFromInt(t)) * abi.f16ToF32(a.d) * abi.f16ToF32(b.d);
+    }
+    return m;
+}
+
+fn absTermsQ4(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
+    var m: f32 = 0;
+    for (w, x) |*a, *b| {
+        var t: i32 = 0;
+        for (0..qk / 2) |j| {
+            t += @intCast(@abs((@as(i32, a.qs[j] & 15) - 8) * b.qs[j]));
+            t += @intCast(@abs((@as(i32, a.qs[j] >> 4) - 8) * b.qs[j + 16]));
+        }
+        m += @as(f32, @floatFromInt(t)) * abi.f16ToF32(a.d) * abi.f16ToF32(b.d);
+    }
+    return m;
+}
+
+test "block dot products equal the scalar reference exactly" {
+    var prng = std.Random.DefaultPrng.init(0xc0ffee);
+    const rng = prng.random();
+    var w8: [67]BlockQ8_0 = undefined;
+    var w4: [67]BlockQ4_0 = undefined;
+    var x: [67]BlockQ8_0 = undefined;
+    var got: [67]i32 = undefined;
+    for (0..20) |trial| {
+        const full = trial % 2 == 0; // includes -128 in both operands
+        randomQ8Blocks(rng, &w8, full);
+        randomQ4Blocks(rng, &w4);
+        randomQ8Blocks(rng, &x, full);
+        for ([_]usize{ 1, 2, 3, 4, 5, 7, 8, 31, 64, 67 }) |nb| {
+            blockDotsQ8_0(w8[0..nb], x[0..nb], got[0..nb]);
+            for (0..nb) |b| try testing.expectEqual(scalar.blockDotQ8_0(&w8[b], &x[b]), got[b]);
+            blockDotsQ4_0(w4[0..nb], x[0..nb], got[0..nb]);
+            for (0..nb) |b| try testing.expectEqual(scalar.blockDotQ4_0(&w4[b], &x[b]), got[b]);
+            try expectCloseMag(scalar.dotQ8_0(w8[0..nb], x[0..nb]), dotQ8_0(w8[0..nb], x[0..nb]), 1e-5, absTermsQ8(w8[0..nb], x[0..nb]));
+            try expectCloseMag(scalar.dotQ4_0(w4[0..nb], x[0..nb]), dotQ4_0(w4[0..nb], x[0..nb]), 1e-5, absTermsQ4(w4[0..nb], x[0..nb]));
+        }
+    }
+}
+
+test "extreme bytes: every product at its bound" {
+    var w: [3]BlockQ8_0 = undefined;
+    var x: [3]BlockQ8_0 = undefined;
+    var w4: [3]BlockQ4_0 = undefined;
+    for (&w, &x, &w4) |*a, *b, *c| {
+        a.d = 0x3c00;
+        b.d = 0x3c00;
+        c.d = 0x3c00;
+        @memset(&a.qs, -128);
+        @memset(&b.qs, -128);
+        @memset(&c.qs, 0x00);
+    }
+    var got: [3]i32 = undefined;
+    blockDotsQ8_0(&w, &x, &got);
+    for (got) |g| try testing.expectEqual(@as(i32, 32 * 128 * 128), g);
+    blockDotsQ4_0(&w4, &x, &got);
+    for (got) |g| try testing.expectEqual(@as(i32, 32 * -8 * -128), g);
+}
+
+test "quantizeQ8_0 is byte-identical to the scalar reference" {
+    var prng = std.Random.DefaultPrng.init(42);
+    const rng = prng.random();
+    var x: [32 * 9]f32 = undefined;
+    for (&x, 0..) |*v, i| v.* = (rng.floatNorm(f32)) * @as(f32, @floatFromInt(i % 7 + 1));
+    @memset(x[64..96], 0); // an all-zero block
+    var a: [9]BlockQ8_0 = undefined;
+    var b: [9]BlockQ8_0 = undefined;
+    try testing.expect(quantizeQ8_0(&x, &a));
+    for (&b, 0..) |*o, i| try testing.expect(scalar.quantizeBlockQ8_0(x[i * 32 ..][0..32], o));
+    try testing.expectEqualSlices(u8, std.mem.asBytes(&b), std.mem.asBytes(&a));
+    // Tiny blocks: 1/d overflows, every quant is 0 on every variant.
+    for (x[32..64], 0..) |*v, i| v.* = if (i % 2 == 0) 1e-39 else -3e-38;
+    try testing.expect(quantizeQ8_0(&x, &a));
+    for (&b, 0..) |*o, i| try testing.expect(scalar.quantizeBlockQ8_0(x[i * 32 ..][0..32], o));
+    try testing.expectEqualSlices(u8, std.mem.asBytes(&b), std.mem.asBytes(&a));
+    x[100] = std.math.nan(f32);
+    try testing.expect(!quantizeQ8_0(&x, &a));
+    x[100] = std.math.inf(f32);
+    try testing.expect(!quantizeQ8_0(&x, &a));
+}
+
+test "float kernels against plain loops" {
+    var prng = std.Random.DefaultPrng.init(7);
+    const rng = prng.random();
+    var x: [77]f32 = undefined;
+    var w: [77]f32 = undefined;
+    var out: [77]f32 = undefined;
+    for (&x, &w) |*a, *b| {
+        a.* = rng.floatNorm(f32) * 3;
+        b.* = rng.floatNorm(f32);
+    }
+    for ([_]usize{ 2, 5, 16, 17, 33, 77 }) |n| {
+        rmsNorm(x[0..n], w[0..n], 1e-6, out[0..n]);
+        var ss: f64 = 0;
+        for (x[0..n]) |v| ss += @as(f64, v) * v;
+        const scale: f32 = @floatCast(1.0 / @sqrt(ss / @as(f64, @floatFromInt(n)) + 1e-6));
+        for (0..n) |i| try expectClose(x[i] * scale * w[i], out[i], 1e-5);
+
+        gatedMul(.silu, x[0..n], w[0..n], out[0..n]);
+        for (0..n) |i| {
+            const g: f64 = x[i];
+            try expectClose(@floatCast(g / (1 + @exp(-g)) * w[i]), out[i], 1e-5);
+        }
+        gatedMul(.gelu, x[0..n], w[0..n], out[0..n]);
+        for (0..n) |i| {
+            const g: f64 = x[i];
+            const ref = 0.5 * g * (1 + std.math.tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+            try expectClose(@floatCast(ref * w[i]), out[i], 1e-5);
+        }
+        var s: [77]f32 = x;
+        s[0] = -std.math.inf(f32); // a masked entry
+        try testing.expect(softmax(s[0..n]));
+        try testing.expectEqual(@as(f32, 0), s[0]);
+        var total: f64 = 0;
+        for (s[0..n]) |v| total += v;
+        try testing.expectApproxEqAbs(@as(f64, 1), total, 1e-5);
+    }
+}
+
+test "rope: position 0 is the identity, norms are kept, partial rotation" {
+    var x: [2 * 8]f32 = undefined;
+    for (&x, 0..) |*v, i| v.* = @as(f32, @floatFromInt(i)) - 7.5;
+    const inv = [_]f32{ 1.0, 0.1 };
+    var y = x;
+    rope(&y, 2, 8, 4, 0, &inv, .neox);
+    try testing.expectEqualSlices(f32, &x, &y);
+    rope(&y, 2, 8, 4, 5, &inv, .normal);
+    for (0..2) |h| {
+        const b = h * 8;
+        // untouched tail
+        try testing.expectEqualSlices(f32, x[b + 4 .. b + 8], y[b + 4 .. b + 8]);
+        const n0 = x[b] * x[b] + x[b + 1] * x[b + 1];
+        const m0 = y[b] * y[b] + y[b + 1] * y[b + 1];
+        try expectClose(n0, m0, 1e-5);
+    }
+}
+
+test "streamRead folds every byte" {
+    var buf: [300]u8 = undefined;
+    for (&buf, 0..) |*b, i| b.* = @truncate(i *% 31);
+    var expect: u64 = 0;
+    // reference: XOR of the 64-bit words of whole 128-byte steps, then tail bytes
+    const whole = buf.len / 128 * 128;
+    var i: usize = 0;
+    while (i < whole) : (i += 8) expect ^= std.mem.readInt(u64, buf[i..][0..8], .little);
+    while (i < buf.len) : (i += 1) expect ^= buf[i];
+    try testing.expectEqual(expect, streamRead(&buf));
+}

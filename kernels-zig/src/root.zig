@@ -1,0 +1,470 @@
+//! libcflow_kernels: the C ABI that Deno binds with `Deno.dlopen`.
+//!
+//! Every export validates what it is given (null pointers, lengths against
+//! the sizes they must hold, alignment, ranges) and returns a status code
+//! from `abi.Status`; only then does it call the selected variant's kernel.
+//! The TypeScript wrappers in ffi/ check the same things first: both sides
+//! check, neither trusts the other.
+
+const std = @import("std");
+const builtin = @import("builtin");
+const build_options = @import("build_options");
+const abi = @import("abi.zig");
+const cpu = @import("cpu.zig");
+const memory = @import("memory.zig");
+const pool_mod = @import("pool.zig");
+const Table = @import("table.zig").Table;
+
+const assert = std.debug.assert;
+const Status = abi.Status;
+const qk = abi.qk;
+
+const tables = [_]Table{
+    Table.bind("scalar"),
+    Table.bind("avx2"),
+    Table.bind("avx512vnni"),
+};
+
+var init_lock: std.Thread.Mutex = .{};
+/// Held while a job runs on the pool; a second concurrent caller (a
+/// nonblocking FFI call) runs its job on its own thread instead.
+var pool_lock: std.Thread.Mutex = .{};
+var pool: pool_mod.Pool = .{};
+var active: std.atomic.Value(u32) = .init(0);
+
+fn table() ?*const Table {
+    const v = active.load(.acquire);
+    if (v == 0) return null;
+    return &tables[v - 1];
+}
+
+fn ok() i32 {
+    return Status.ok.code();
+}
+
+// ---------------------------------------------------------------------------
+// Argument checks
+// ---------------------------------------------------------------------------
+
+const CheckError = error{ InvalidArg, Length, Alignment, Overflow };
+
+fn statusOf(e: CheckError) i32 {
+    return switch (e) {
+        error.InvalidArg => Status.invalid_arg.code(),
+        error.Length => Status.length.code(),
+        error.Alignment => Status.alignment.code(),
+        error.Overflow => Status.overflow.code(),
+    };
+}
+
+/// A typed many-pointer from an untyped one, after checking it is non-null
+/// and aligned for T.
+fn typed(comptime T: type, p: ?*const anyopaque) CheckError![*]const T {
+    const raw = p orelse return error.InvalidArg;
+    if (@intFromPtr(raw) % @alignOf(T) != 0) return error.Alignment;
+    return @ptrCast(@alignCast(raw));
+}
+
+fn typedMut(comptime T: type, p: ?*anyopaque) CheckError![*]T {
+    const raw = p orelse return error.InvalidArg;
+    if (@intFromPtr(raw) % @alignOf(T) != 0) return error.Alignment;
+    return @ptrCast(@alignCast(raw));
+}
+
+fn mul(a: usize, b: usize) CheckError!usize {
+    return std.math.mul(usize, a, b) catch error.Overflow;
+}
+
+/// Blocks in n elements; n must be a positive multiple of 32.
+fn blocksOf(n: usize) CheckError!usize {
+    if (n == 0) return error.InvalidArg;
+    if (n % qk != 0) return error.Length;
+    return n / qk;
+}
+
+fn need(have: usize, want: usize) CheckError!void {
+    if (have < want) return error.Length;
+}
+
+// ---------------------------------------------------------------------------
+// Library lifecycle and introspection
+// ---------------------------------------------------------------------------
+
+/// uint32_t cf_abi_version(void)
+export fn cf_abi_version() u32 {
+    return abi.abi_version;
+}
+
+const build_info = std.fmt.comptimePrint("zig {s}; {s}; {s}-{s}-{s}", .{
+    builtin.zig_version_string,
+    @tagName(builtin.mode),
+    @tagName(builtin.cpu.arch),
+    @tagName(builtin.os.tag),
+    @tagName(builtin.abi),
+}) ++ "; kernels " ++ build_options.kernels_optimize;
+
+/// size_t cf_build_info(uint8_t *buf, size_t len): copies up to len bytes of
+/// a description of the build; returns its full length.
+export fn cf_build_info(buf: ?[*]u8, len: usize) usize {
+    if (buf) |b| {
+        const n = @min(len, build_info.len);
+        @memcpy(b[0..n], build_info[0..n]);
+    }
+    return build_info.len;
+}
+
+/// uint64_t cf_cpu_features(void): feature bits of this CPU (cpu.Feature).
+export fn cf_cpu_features() u64 {
+    return cpu.detect();
+}
+
+/// int32_t cf_variant_supported(uint32_t variant, uint64_t disable_mask)
+export fn cf_variant_supported(variant: u32, disable_mask: u64) i32 {
+    const v = std.meta.intToEnum(abi.Variant, variant) catch return Status.invalid_arg.code();
+    return @intFromBool(cpu.supports(cpu.detect() & ~disable_mask, v));
+}
+
+/// uint32_t cf_physical_cores(void)
+export fn cf_physical_cores() u32 {
+    return cpu.physicalCores();
+}
+
+/// int32_t cf_init(uint32_t variant, uint32_t threads, uint64_t disable_mask)
+///
+/// variant: 0 = best for this CPU, else an abi.Variant. threads: 0 = the
+/// physical core count. disable_mask: feature bits to treat as absent.
+/// Returns the active variant (> 0) or a status code. May be called again
+/// to change either; no kernel may run concurrently with it.
+export fn cf_init(variant: u32, threads: u32, disable_mask: u64) i32 {
+    init_lock.lock();
+    defer init_lock.unlock();
+    const features = cpu.detect() & ~disable_mask;
+    const chosen: abi.Variant = if (variant == 0)
+        cpu.best(features)
+    else
+        std.meta.intToEnum(abi.Variant, variant) catch return Status.invalid_arg.code();
+    if (!cpu.supports(features, chosen)) return Status.unsupported.code();
+    const n_threads: u32 = if (threads == 0) @min(cpu.physicalCores(), pool_mod.max_threads) else threads;
+    if (n_threads > pool_mod.max_threads) return Status.limit.code();
+
+    pool_lock.lock();
+    defer pool_lock.unlock();
+    if (pool.threads() != n_threads) {
+        pool.stop();
+        pool.start(n_threads) catch {
+            pool.stop();
+            active.store(0, .release);
+            return Status.no_memory.code();
+        };
+    }
+    active.store(@intFromEnum(chosen), .release);
+    return @intCast(@intFromEnum(chosen));
+}
+
+/// uint32_t cf_variant(void): the active variant, 0 before cf_init.
+export fn cf_variant() u32 {
+    return active.load(.acquire);
+}
+
+/// uint32_t cf_threads(void)
+export fn cf_threads() u32 {
+    return pool.threads();
+}
+
+/// void cf_shutdown(void): stops the workers; cf_init starts them again.
+export fn cf_shutdown() void {
+    init_lock.lock();
+    defer init_lock.unlock();
+    pool_lock.lock();
+    defer pool_lock.unlock();
+    pool.stop();
+    active.store(0, .release);
+}
+
+fn runPooled(job: pool_mod.Job) void {
+    if (pool_lock.tryLock()) {
+        defer pool_lock.unlock();
+        pool.run(job);
+    } else {
+        job.run(job.ctx, 0, job.items);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------
+
+/// int32_t cf_quantize_q8_0(const float *x, size_t n, uint8_t *out, size_t out_len)
+export fn cf_quantize_q8_0(x: ?*const anyopaque, n: usize, out: ?*anyopaque, out_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return quantizeQ8_0(t, x, n, out, out_len) catch |e| statusOf(e);
+}
+
+fn quantizeQ8_0(t: *const Table, x_raw: ?*const anyopaque, n: usize, out_raw: ?*anyopaque, out_len: usize) CheckError!i32 {
+    const x = try typed(f32, x_raw);
+    const out = try typedMut(abi.BlockQ8_0, out_raw);
+    const nb = try blocksOf(n);
+    try need(out_len, try mul(nb, abi.q8_0_block_bytes));
+    if (!t.quantize_q8_0(x, nb, out)) return Status.nonfinite.code();
+    return ok();
+}
+
+/// int32_t cf_block_dots_q4_0_q8_0(const uint8_t *w, size_t w_len,
+///     const uint8_t *x, size_t x_len, size_t n_blocks, int32_t *out, size_t out_len)
+export fn cf_block_dots_q4_0_q8_0(w: ?*const anyopaque, w_len: usize, x: ?*const anyopaque, x_len: usize, n_blocks: usize, out: ?*anyopaque, out_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return blockDots(t, .q4_0, w, w_len, x, x_len, n_blocks, out, out_len) catch |e| statusOf(e);
+}
+
+/// int32_t cf_block_dots_q8_0_q8_0(...) as cf_block_dots_q4_0_q8_0.
+export fn cf_block_dots_q8_0_q8_0(w: ?*const anyopaque, w_len: usize, x: ?*const anyopaque, x_len: usize, n_blocks: usize, out: ?*anyopaque, out_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return blockDots(t, .q8_0, w, w_len, x, x_len, n_blocks, out, out_len) catch |e| statusOf(e);
+}
+
+const WeightType = enum { q4_0, q8_0 };
+
+fn blockBytes(wt: WeightType) usize {
+    return switch (wt) {
+        .q4_0 => abi.q4_0_block_bytes,
+        .q8_0 => abi.q8_0_block_bytes,
+    };
+}
+
+fn blockDots(t: *const Table, comptime wt: WeightType, w_raw: ?*const anyopaque, w_len: usize, x_raw: ?*const anyopaque, x_len: usize, n_blocks: usize, out_raw: ?*anyopaque, out_len: usize) CheckError!i32 {
+    if (n_blocks == 0) return error.InvalidArg;
+    const out = try typedMut(i32, out_raw);
+    try need(w_len, try mul(n_blocks, blockBytes(wt)));
+    try need(x_len, try mul(n_blocks, abi.q8_0_block_bytes));
+    try need(out_len, n_blocks);
+    const x = try typed(abi.BlockQ8_0, x_raw);
+    switch (wt) {
+        .q4_0 => t.block_dots_q4_0(try typed(abi.BlockQ4_0, w_raw), x, n_blocks, out),
+        .q8_0 => t.block_dots_q8_0(try typed(abi.BlockQ8_0, w_raw), x, n_blocks, out),
+    }
+    return ok();
+}
+
+/// int32_t cf_dot_q4_0_q8_0(const uint8_t *w, size_t w_len, const uint8_t *x,
+///     size_t x_len, size_t n, float *out): out[0] = dot of n elements.
+export fn cf_dot_q4_0_q8_0(w: ?*const anyopaque, w_len: usize, x: ?*const anyopaque, x_len: usize, n: usize, out: ?*anyopaque) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return matvec(t, .q4_0, w, w_len, 1, n, x, x_len, out, 1) catch |e| statusOf(e);
+}
+
+/// int32_t cf_dot_q8_0_q8_0(...) as cf_dot_q4_0_q8_0.
+export fn cf_dot_q8_0_q8_0(w: ?*const anyopaque, w_len: usize, x: ?*const anyopaque, x_len: usize, n: usize, out: ?*anyopaque) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return matvec(t, .q8_0, w, w_len, 1, n, x, x_len, out, 1) catch |e| statusOf(e);
+}
+
+/// int32_t cf_matvec_q4_0(const uint8_t *w, size_t w_len, size_t rows, size_t cols,
+///     const uint8_t *x, size_t x_len, float *y, size_t y_len): y = W x over the pool.
+export fn cf_matvec_q4_0(w: ?*const anyopaque, w_len: usize, rows: usize, cols: usize, x: ?*const anyopaque, x_len: usize, y: ?*anyopaque, y_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return matvec(t, .q4_0, w, w_len, rows, cols, x, x_len, y, y_len) catch |e| statusOf(e);
+}
+
+/// int32_t cf_matvec_q8_0(...) as cf_matvec_q4_0.
+export fn cf_matvec_q8_0(w: ?*const anyopaque, w_len: usize, rows: usize, cols: usize, x: ?*const anyopaque, x_len: usize, y: ?*anyopaque, y_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return matvec(t, .q8_0, w, w_len, rows, cols, x, x_len, y, y_len) catch |e| statusOf(e);
+}
+
+fn MatvecCtx(comptime wt: WeightType) type {
+    const W = switch (wt) {
+        .q4_0 => abi.BlockQ4_0,
+        .q8_0 => abi.BlockQ8_0,
+    };
+    return struct {
+        t: *const Table,
+        w: [*]const W,
+        x: [*]const abi.BlockQ8_0,
+        nb: usize,
+        y: [*]f32,
+
+        fn run(ctx: *const anyopaque, begin: usize, end: usize) void {
+            const self: *const @This() = @ptrCast(@alignCast(ctx));
+            switch (wt) {
+                .q4_0 => self.t.matvec_rows_q4_0(self.w, self.x, self.nb, self.y, begin, end),
+                .q8_0 => self.t.matvec_rows_q8_0(self.w, self.x, self.nb, self.y, begin, end),
+            }
+        }
+    };
+}
+
+/// Rows per pool chunk: about 64 KiB of weights, at least one row.
+fn chunkRows(row_bytes: usize) usize {
+    return @max(1, (64 * 1024) / @max(1, row_bytes));
+}
+
+fn matvec(t: *const Table, comptime wt: WeightType, w_raw: ?*const anyopaque, w_len: usize, rows: usize, cols: usize, x_raw: ?*const anyopaque, x_len: usize, y_raw: ?*anyopaque, y_len: usize) CheckError!i32 {
+    if (rows == 0) return error.InvalidArg;
+    const nb = try blocksOf(cols);
+    const row_bytes = try mul(nb, blockBytes(wt));
+    try need(w_len, try mul(rows, row_bytes));
+    try need(x_len, try mul(nb, abi.q8_0_block_bytes));
+    try need(y_len, rows);
+    const y = try typedMut(f32, y_raw);
+    const x = try typed(abi.BlockQ8_0, x_raw);
+    const W = switch (wt) {
+        .q4_0 => abi.BlockQ4_0,
+        .q8_0 => abi.BlockQ8_0,
+    };
+    const ctx = MatvecCtx(wt){ .t = t, .w = try typed(W, w_raw), .x = x, .nb = nb, .y = y };
+    runPooled(.{ .run = MatvecCtx(wt).run, .ctx = &ctx, .items = rows, .chunk = chunkRows(row_bytes) });
+    return ok();
+}
+
+/// int32_t cf_rms_norm(const float *x, const float *weight, size_t n, float eps, float *out)
+export fn cf_rms_norm(x: ?*const anyopaque, weight: ?*const anyopaque, n: usize, eps: f32, out: ?*anyopaque) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (n == 0 or !std.math.isFinite(eps) or eps < 0) return Status.invalid_arg.code();
+    const xp = typed(f32, x) catch |e| return statusOf(e);
+    const wp = typed(f32, weight) catch |e| return statusOf(e);
+    const op = typedMut(f32, out) catch |e| return statusOf(e);
+    t.rms_norm(xp, wp, n, eps, op);
+    return ok();
+}
+
+/// int32_t cf_softmax(float *x, size_t n): in place; -7 (x unchanged) if x
+/// holds NaN or +inf or is all -inf.
+export fn cf_softmax(x: ?*anyopaque, n: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (n == 0) return Status.invalid_arg.code();
+    const xp = typedMut(f32, x) catch |e| return statusOf(e);
+    return if (t.softmax(xp, n)) ok() else Status.nonfinite.code();
+}
+
+/// int32_t cf_rope(float *x, size_t x_len, size_t n_heads, size_t head_dim,
+///     size_t n_rot, uint32_t pos, const float *inv_freq, size_t inv_freq_len, uint32_t mode)
+export fn cf_rope(x: ?*anyopaque, x_len: usize, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, inv_freq: ?*const anyopaque, inv_freq_len: usize, mode: u32) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (mode > 1 or n_heads == 0 or head_dim == 0) return Status.invalid_arg.code();
+    if (n_rot == 0 or n_rot % 2 != 0 or n_rot > head_dim) return Status.invalid_arg.code();
+    if (pos > abi.rope_max_pos) return Status.range.code();
+    const total = mul(n_heads, head_dim) catch |e| return statusOf(e);
+    if (x_len < total or inv_freq_len < n_rot / 2) return Status.length.code();
+    const xp = typedMut(f32, x) catch |e| return statusOf(e);
+    const fp = typed(f32, inv_freq) catch |e| return statusOf(e);
+    t.rope(xp, n_heads, head_dim, n_rot, pos, fp, mode);
+    return ok();
+}
+
+/// int32_t cf_silu_mul(const float *gate, const float *up, float *out, size_t n)
+export fn cf_silu_mul(gate: ?*const anyopaque, up: ?*const anyopaque, out: ?*anyopaque, n: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return gated(t.silu_mul, gate, up, out, n);
+}
+
+/// int32_t cf_gelu_mul(const float *gate, const float *up, float *out, size_t n)
+export fn cf_gelu_mul(gate: ?*const anyopaque, up: ?*const anyopaque, out: ?*anyopaque, n: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return gated(t.gelu_mul, gate, up, out, n);
+}
+
+fn gated(f: anytype, gate: ?*const anyopaque, up: ?*const anyopaque, out: ?*anyopaque, n: usize) i32 {
+    if (n == 0) return Status.invalid_arg.code();
+    const g = typed(f32, gate) catch |e| return statusOf(e);
+    const u = typed(f32, up) catch |e| return statusOf(e);
+    const o = typedMut(f32, out) catch |e| return statusOf(e);
+    f(g, u, o, n);
+    return ok();
+}
+
+const StreamCtx = struct {
+    t: *const Table,
+    p: [*]const u8,
+    fold: std.atomic.Value(u64) = .init(0),
+
+    fn run(ctx: *const anyopaque, begin: usize, end: usize) void {
+        const self: *StreamCtx = @constCast(@as(*const StreamCtx, @ptrCast(@alignCast(ctx))));
+        const r = self.t.stream_read(self.p + begin, end - begin);
+        _ = self.fold.fetchXor(r, .monotonic);
+    }
+};
+
+/// int32_t cf_stream_read(const uint8_t *p, size_t len, uint64_t *out):
+/// reads every byte once over the pool (the bandwidth yardstick).
+export fn cf_stream_read(p: ?*const anyopaque, len: usize, out: ?*anyopaque) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (len == 0) return Status.invalid_arg.code();
+    const bytes = typed(u8, p) catch |e| return statusOf(e);
+    const o = typedMut(u64, out) catch |e| return statusOf(e);
+    var ctx = StreamCtx{ .t = t, .p = bytes };
+    // 1 MiB chunks: 128-byte multiples so the fold is independent of the split.
+    runPooled(.{ .run = StreamCtx.run, .ctx = &ctx, .items = len, .chunk = 1 << 20 });
+    o[0] = ctx.fold.load(.monotonic);
+    return ok();
+}
+
+// ---------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------
+
+/// int32_t cf_map_file(const uint8_t *path, size_t path_len, uint64_t out[2]):
+/// maps a regular file read-only; writes {address, length}; returns a handle.
+export fn cf_map_file(path: ?[*]const u8, path_len: usize, out: ?*anyopaque) i32 {
+    const p = path orelse return Status.invalid_arg.code();
+    const o = typedMut(u64, out) catch |e| return statusOf(e);
+    if (path_len > memory.max_path_bytes) return Status.invalid_arg.code();
+    var v: memory.View = undefined;
+    const h = memory.mapFile(p[0..path_len], &v);
+    if (h > 0) {
+        o[0] = v.ptr;
+        o[1] = v.len;
+    }
+    return h;
+}
+
+/// int32_t cf_alloc(size_t len, size_t alignment, uint64_t out[2]): zeroed,
+/// aligned anonymous memory; writes {address, length}; returns a handle.
+export fn cf_alloc(len: usize, alignment: usize, out: ?*anyopaque) i32 {
+    const o = typedMut(u64, out) catch |e| return statusOf(e);
+    var v: memory.View = undefined;
+    const h = memory.alloc(len, alignment, &v);
+    if (h > 0) {
+        o[0] = v.ptr;
+        o[1] = v.len;
+    }
+    return h;
+}
+
+/// int32_t cf_release(int32_t handle): unmaps or frees.
+export fn cf_release(handle: i32) i32 {
+    return memory.release(handle);
+}
+
+/// int32_t cf_madvise(int32_t handle, size_t offset, size_t len, uint32_t advice)
+export fn cf_madvise(handle: i32, offset: usize, len: usize, advice: u32) i32 {
+    return memory.advise(handle, offset, len, advice);
+}
+
+test {
+    _ = abi;
+    _ = cpu;
+    _ = memory;
+    _ = pool_mod;
+}
+
+test "exports validate before dispatching" {
+    try std.testing.expectEqual(@as(i32, 0), cf_init(1, 2, 0) - 1);
+    defer cf_shutdown();
+    var x: [64]f32 = undefined;
+    for (&x, 0..) |*v, i| v.* = @floatFromInt(i);
+    var q: [68]u8 = undefined;
+    try std.testing.expectEqual(Status.ok.code(), cf_quantize_q8_0(&x, 64, &q, q.len));
+    try std.testing.expectEqual(Status.length.code(), cf_quantize_q8_0(&x, 64, &q, q.len - 1));
+    try std.testing.expectEqual(Status.length.code(), cf_quantize_q8_0(&x, 63, &q, q.len));
+    try std.testing.expectEqual(Status.invalid_arg.code(), cf_quantize_q8_0(null, 64, &q, q.len));
+    const misaligned: *const anyopaque = @ptrFromInt(@intFromPtr(&x) + 1);
+    try std.testing.expectEqual(Status.alignment.code(), cf_quantize_q8_0(misaligned, 32, &q, q.len));
+    var y: [3]f32 = undefined;
+    try std.testing.expectEqual(Status.length.code(), cf_matvec_q8_0(&q, q.len, 2, 64, &q, q.len, &y, 3));
+    try std.testing.expectEqual(Status.overflow.code(), cf_matvec_q8_0(&q, q.len, std.math.maxInt(usize), 64, &q, q.len, &y, 3));
+    try std.testing.expectEqual(Status.ok.code(), cf_matvec_q8_0(&q, q.len, 1, 64, &q, q.len, &y, 3));
+    try std.testing.expectEqual(Status.range.code(), cf_rope(&x, 64, 1, 64, 64, abi.rope_max_pos + 1, &x, 32, 1));
+    try std.testing.expectEqual(Status.invalid_arg.code(), cf_rope(&x, 64, 1, 64, 63, 0, &x, 32, 1));
+    try std.testing.expectEqual(Status.invalid_arg.code(), cf_init(9, 1, 0));
+    try std.testing.expectEqual(Status.unsupported.code(), cf_init(3, 1, std.math.maxInt(u64)));
+}

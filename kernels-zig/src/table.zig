@@ -1,0 +1,28 @@
+//! The dispatch table: one function pointer per kernel, filled from one
+//! variant's exports. Shared by `variant.zig` (which exports every field
+//! under its prefix) and `root.zig` (which binds the prefix it selected).
+
+const abi = @import("abi.zig");
+
+pub const Table = struct {
+    quantize_q8_0: *const fn ([*]const f32, usize, [*]abi.BlockQ8_0) callconv(.c) bool,
+    block_dots_q4_0: *const fn ([*]const abi.BlockQ4_0, [*]const abi.BlockQ8_0, usize, [*]i32) callconv(.c) void,
+    block_dots_q8_0: *const fn ([*]const abi.BlockQ8_0, [*]const abi.BlockQ8_0, usize, [*]i32) callconv(.c) void,
+    matvec_rows_q4_0: *const fn ([*]const abi.BlockQ4_0, [*]const abi.BlockQ8_0, usize, [*]f32, usize, usize) callconv(.c) void,
+    matvec_rows_q8_0: *const fn ([*]const abi.BlockQ8_0, [*]const abi.BlockQ8_0, usize, [*]f32, usize, usize) callconv(.c) void,
+    rms_norm: *const fn ([*]const f32, [*]const f32, usize, f32, [*]f32) callconv(.c) void,
+    softmax: *const fn ([*]f32, usize) callconv(.c) bool,
+    rope: *const fn ([*]f32, usize, usize, usize, u32, [*]const f32, u32) callconv(.c) void,
+    silu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
+    gelu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
+    stream_read: *const fn ([*]const u8, usize) callconv(.c) u64,
+
+    /// Binds the table to the symbols exported by one variant object.
+    pub fn bind(comptime variant_name: []const u8) Table {
+        var t: Table = undefined;
+        inline for (@typeInfo(Table).@"struct".fields) |field| {
+            @field(t, field.name) = @extern(field.type, .{ .name = "cfk_" ++ variant_name ++ "_" ++ field.name });
+        }
+        return t;
+    }
+};
