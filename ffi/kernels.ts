@@ -1,0 +1,506 @@
+/**
+ * Typed wrappers over the native kernels. Every wrapper checks types, lengths
+ * and alignment first and throws `TypeError`/`RangeError` before crossing into
+ * native code; the library checks again and its status codes become
+ * {@link KernelError}s. Nothing outside `ffi/` sees a pointer.
+ *
+ * The library has process-wide state (the selected variant, the worker pool),
+ * so there is one {@link Kernels} instance per process: {@link openKernels}
+ * loads it once and (re)configures it.
+ *
+ * @module
+ */
+
+import { KernelError, KernelLoadError } from "./errors.ts";
+import { type OpenedLibrary, openLibrary, readEnv } from "./loader.ts";
+import {
+  CPU_FEATURES,
+  type CpuFeature,
+  type KernelSymbols,
+  STATUS,
+  VARIANTS,
+  type VariantName,
+} from "./symbols.ts";
+
+const QK = 32;
+const Q8_0_BYTES = 34;
+const Q4_0_BYTES = 18;
+/** Largest thread count the pool accepts. */
+export const MAX_THREADS = 256;
+/** Largest RoPE position (positions are exact in f32). */
+export const ROPE_MAX_POS = 1 << 24;
+
+/**
+ * How to configure the kernels. Unset fields fall back to the environment
+ * (`CFLOW_KERNEL_VARIANT`, `CFLOW_THREADS`, `CFLOW_CPU_DISABLE`), then to the
+ * defaults: the best variant for this CPU, one thread per physical core.
+ *
+ * @example
+ * ```ts
+ * import type { KernelOptions } from "./kernels.ts";
+ * const options: KernelOptions = { variant: "avx2", threads: 2 };
+ * ```
+ */
+export interface KernelOptions {
+  /** A variant to force, or "auto". */
+  variant?: VariantName | "auto";
+  /** Worker threads including the caller; 0 or unset = physical cores. */
+  threads?: number;
+  /** CPU features to treat as absent (to exercise lower variants). */
+  disable?: readonly CpuFeature[];
+}
+
+/**
+ * Where each effective setting came from.
+ *
+ * @example
+ * ```ts
+ * import type { SettingSource } from "./kernels.ts";
+ * const s: SettingSource = "env";
+ * ```
+ */
+export type SettingSource = "option" | "env" | "default";
+
+/**
+ * Parses kernel settings from the environment; throws a RangeError naming
+ * the variable when a value is malformed.
+ *
+ * @example
+ * ```ts
+ * import { kernelOptionsFromEnv } from "./kernels.ts";
+ * const fromEnv = kernelOptionsFromEnv();
+ * ```
+ */
+export function kernelOptionsFromEnv(
+  get: (name: string) => string | undefined = readEnv,
+): KernelOptions {
+  const options: KernelOptions = {};
+  const variant = get("CFLOW_KERNEL_VARIANT");
+  if (variant !== undefined) options.variant = parseVariant(variant, "CFLOW_KERNEL_VARIANT");
+  const threads = get("CFLOW_THREADS");
+  if (threads !== undefined) options.threads = parseThreads(threads, "CFLOW_THREADS");
+  const disable = get("CFLOW_CPU_DISABLE");
+  if (disable !== undefined) options.disable = parseFeatures(disable, "CFLOW_CPU_DISABLE");
+  return options;
+}
+
+/**
+ * Parses a variant name ("auto", "scalar", "avx2", "avx512vnni").
+ *
+ * @example
+ * ```ts
+ * import { parseVariant } from "./kernels.ts";
+ * console.log(parseVariant("avx2", "--variant")); // "avx2"
+ * ```
+ */
+export function parseVariant(text: string, what: string): VariantName | "auto" {
+  const v = text.trim();
+  if (v === "auto" || Object.hasOwn(VARIANTS, v)) return v as VariantName | "auto";
+  throw new RangeError(
+    `${what}: unknown kernel variant "${text}"; expected auto, ${Object.keys(VARIANTS).join(", ")}`,
+  );
+}
+
+/**
+ * Parses a thread count: an integer from 1 to {@link MAX_THREADS}.
+ *
+ * @example
+ * ```ts
+ * import { parseThreads } from "./kernels.ts";
+ * console.log(parseThreads("2", "--threads")); // 2
+ * ```
+ */
+export function parseThreads(text: string, what: string): number {
+  const t = text.trim();
+  const n = /^[0-9]+$/.test(t) ? Number(t) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_THREADS) {
+    throw new RangeError(`${what}: "${text}" is not a thread count from 1 to ${MAX_THREADS}`);
+  }
+  return n;
+}
+
+/**
+ * Parses a comma-separated list of CPU feature names.
+ *
+ * @example
+ * ```ts
+ * import { parseFeatures } from "./kernels.ts";
+ * console.log(parseFeatures("avx512f,avx2", "CFLOW_CPU_DISABLE")); // ["avx512f", "avx2"]
+ * ```
+ */
+export function parseFeatures(text: string, what: string): CpuFeature[] {
+  const out: CpuFeature[] = [];
+  for (const part of text.split(",")) {
+    const name = part.trim();
+    if (name === "") continue;
+    if (!Object.hasOwn(CPU_FEATURES, name)) {
+      throw new RangeError(
+        `${what}: unknown CPU feature "${name}"; known: ${Object.keys(CPU_FEATURES).join(", ")}`,
+      );
+    }
+    out.push(name as CpuFeature);
+  }
+  return out;
+}
+
+function featureMask(features: readonly CpuFeature[]): bigint {
+  let mask = 0n;
+  for (const f of features) mask |= 1n << BigInt(CPU_FEATURES[f]);
+  return mask;
+}
+
+/** A size argument: the binding takes usize as bigint. */
+function sz(n: number): bigint {
+  return BigInt(n);
+}
+
+function variantName(id: number): VariantName {
+  for (const [name, value] of Object.entries(VARIANTS)) {
+    if (value === id) return name as VariantName;
+  }
+  throw new RangeError(`unknown kernel variant id ${id}`);
+}
+
+function checkInt(fn: string, name: string, value: number, min = 0): void {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
+    throw new RangeError(`${fn}: ${name} ${value} is not an integer >= ${min}`);
+  }
+}
+
+function checkType(fn: string, name: string, value: unknown, type: Function): void {
+  if (!(value instanceof type)) {
+    throw new TypeError(`${fn}: ${name} must be a ${type.name}`);
+  }
+}
+
+function checkLen(fn: string, name: string, have: number, need: number): void {
+  if (have < need) {
+    throw new RangeError(`${fn}: ${name} holds ${have}, needs at least ${need}`);
+  }
+}
+
+function checkBlocks(fn: string, name: string, n: number): number {
+  checkInt(fn, name, n, 1);
+  if (n % QK !== 0) throw new RangeError(`${fn}: ${name} ${n} is not a multiple of ${QK}`);
+  return n / QK;
+}
+
+/** Weight formats the matvec kernels take. */
+type WeightType = "q4_0" | "q8_0";
+
+function weightBlockBytes(type: WeightType): number {
+  return type === "q4_0" ? Q4_0_BYTES : Q8_0_BYTES;
+}
+
+/**
+ * The loaded, configured kernel library. Obtain it from {@link openKernels}.
+ *
+ * @example
+ * ```ts ignore
+ * import { openKernels } from "./kernels.ts";
+ * const k = openKernels({ threads: 1 });
+ * const q = k.quantizeQ8_0(new Float32Array(64).fill(0.5));
+ * console.log(k.variant, q.length); // e.g. "avx512vnni" 68
+ * ```
+ */
+export class Kernels {
+  readonly #s: KernelSymbols;
+  /** Path of the loaded library. */
+  readonly libraryPath: string;
+  #sources: { variant: SettingSource; threads: SettingSource } = {
+    variant: "default",
+    threads: "default",
+  };
+  #disabled: readonly CpuFeature[] = [];
+  readonly #one = new Float32Array(1);
+  readonly #u64 = new BigUint64Array(1);
+
+  /** @internal Use {@link openKernels}. */
+  constructor(opened: OpenedLibrary) {
+    this.#s = opened.lib.symbols;
+    this.libraryPath = opened.path;
+  }
+
+  /** @internal The raw symbols, for the other ffi/ modules only. */
+  get symbols(): KernelSymbols {
+    return this.#s;
+  }
+
+  /**
+   * Selects the variant and the thread count. Explicit options win over the
+   * environment, which wins over the defaults.
+   */
+  configure(options: KernelOptions = {}): void {
+    const env = kernelOptionsFromEnv();
+    const variant = options.variant ?? env.variant ?? "auto";
+    const threads = options.threads ?? env.threads ?? 0;
+    const disable = options.disable ?? env.disable ?? [];
+    if (options.threads !== undefined && threads !== 0) parseThreads(String(threads), "threads");
+    const mask = featureMask(disable);
+    const id = variant === "auto" ? 0 : VARIANTS[variant];
+    const rc = this.#s.cf_init(id, threads, mask);
+    if (rc === STATUS.UNSUPPORTED) {
+      const have = this.cpuFeatures().filter((f) => !disable.includes(f));
+      throw new KernelLoadError(
+        `kernel variant "${variant}" cannot run on this CPU` +
+          (disable.length > 0 ? ` with ${disable.join(", ")} disabled` : "") +
+          `; it supports ${this.supportedVariants(disable).join(", ")} ` +
+          `(features: ${have.join(" ")})`,
+        [this.libraryPath],
+      );
+    }
+    if (rc < 0) throw new KernelError("cf_init", rc);
+    this.#disabled = [...disable];
+    this.#sources = {
+      variant: options.variant !== undefined ? "option" : env.variant !== undefined ? "env" : "default",
+      threads: options.threads !== undefined ? "option" : env.threads !== undefined ? "env" : "default",
+    };
+  }
+
+  /** The active kernel variant. */
+  get variant(): VariantName {
+    const id = this.#s.cf_variant();
+    if (id === 0) throw new KernelError("cf_variant", STATUS.NOT_INITIALIZED);
+    return variantName(id);
+  }
+
+  /** Threads in the pool, the calling thread included. */
+  get threads(): number {
+    return this.#s.cf_threads();
+  }
+
+  /** Where the variant and thread settings came from. */
+  get sources(): { variant: SettingSource; threads: SettingSource } {
+    return { ...this.#sources };
+  }
+
+  /** Features disabled by configuration. */
+  get disabledFeatures(): readonly CpuFeature[] {
+    return this.#disabled;
+  }
+
+  /** Compiler, mode and target the library was built with. */
+  get buildInfo(): string {
+    const n = Number(this.#s.cf_build_info(null, 0n));
+    const buf = new Uint8Array(Math.min(n, 4096));
+    this.#s.cf_build_info(buf, BigInt(buf.length));
+    return new TextDecoder().decode(buf);
+  }
+
+  /** CPU features detected (and enabled by the OS). */
+  cpuFeatures(): CpuFeature[] {
+    const bits = BigInt(this.#s.cf_cpu_features());
+    return (Object.keys(CPU_FEATURES) as CpuFeature[]).filter((f) =>
+      ((bits >> BigInt(CPU_FEATURES[f])) & 1n) === 1n
+    );
+  }
+
+  /** Variants this CPU can run, with the given features treated as absent. */
+  supportedVariants(disable: readonly CpuFeature[] = []): VariantName[] {
+    const mask = featureMask(disable);
+    return (Object.keys(VARIANTS) as VariantName[]).filter((v) =>
+      this.#s.cf_variant_supported(VARIANTS[v], mask) === 1
+    );
+  }
+
+  /** Physical cores available to this process. */
+  physicalCores(): number {
+    return this.#s.cf_physical_cores();
+  }
+
+  #check(op: string, rc: number): void {
+    if (rc !== STATUS.OK) throw new KernelError(op, rc);
+  }
+
+  /**
+   * Quantizes `x` (a multiple of 32 long) to Q8_0 blocks, into `out` when
+   * given. Throws a KernelError (status NONFINITE) on NaN or infinities.
+   */
+  quantizeQ8_0(x: Float32Array, out?: Uint8Array): Uint8Array {
+    const fn = "quantizeQ8_0";
+    checkType(fn, "x", x, Float32Array);
+    const nb = checkBlocks(fn, "x.length", x.length);
+    const dst = out ?? new Uint8Array(nb * Q8_0_BYTES);
+    checkType(fn, "out", dst, Uint8Array);
+    checkLen(fn, "out", dst.length, nb * Q8_0_BYTES);
+    this.#check("cf_quantize_q8_0", this.#s.cf_quantize_q8_0(x, sz(x.length), dst, sz(dst.length)));
+    return dst;
+  }
+
+  /** Per-block integer dot products of Q4_0 or Q8_0 weights with Q8_0 activations. */
+  blockDots(type: WeightType, w: Uint8Array, x: Uint8Array, nBlocks: number, out?: Int32Array): Int32Array {
+    const fn = `blockDots(${type})`;
+    checkType(fn, "w", w, Uint8Array);
+    checkType(fn, "x", x, Uint8Array);
+    checkInt(fn, "nBlocks", nBlocks, 1);
+    checkLen(fn, "w", w.length, nBlocks * weightBlockBytes(type));
+    checkLen(fn, "x", x.length, nBlocks * Q8_0_BYTES);
+    const dst = out ?? new Int32Array(nBlocks);
+    checkType(fn, "out", dst, Int32Array);
+    checkLen(fn, "out", dst.length, nBlocks);
+    const f = type === "q4_0" ? this.#s.cf_block_dots_q4_0_q8_0 : this.#s.cf_block_dots_q8_0_q8_0;
+    this.#check(`cf_block_dots_${type}_q8_0`, f(w, sz(w.length), x, sz(x.length), sz(nBlocks), dst, sz(dst.length)));
+    return dst;
+  }
+
+  /** Dot product of one quantized row of n weights with Q8_0 activations. */
+  dot(type: WeightType, w: Uint8Array, x: Uint8Array, n: number): number {
+    const fn = `dot(${type})`;
+    checkType(fn, "w", w, Uint8Array);
+    checkType(fn, "x", x, Uint8Array);
+    const nb = checkBlocks(fn, "n", n);
+    checkLen(fn, "w", w.length, nb * weightBlockBytes(type));
+    checkLen(fn, "x", x.length, nb * Q8_0_BYTES);
+    const f = type === "q4_0" ? this.#s.cf_dot_q4_0_q8_0 : this.#s.cf_dot_q8_0_q8_0;
+    this.#check(`cf_dot_${type}_q8_0`, f(w, sz(w.length), x, sz(x.length), sz(n), this.#one));
+    return this.#one[0];
+  }
+
+  /** y = W x for a row-major quantized W (rows x cols), spread over the pool. */
+  matvec(
+    type: WeightType,
+    w: Uint8Array,
+    rows: number,
+    cols: number,
+    x: Uint8Array,
+    y?: Float32Array,
+  ): Float32Array {
+    const fn = `matvec(${type})`;
+    checkType(fn, "w", w, Uint8Array);
+    checkType(fn, "x", x, Uint8Array);
+    checkInt(fn, "rows", rows, 1);
+    const nb = checkBlocks(fn, "cols", cols);
+    checkLen(fn, "w", w.length, rows * nb * weightBlockBytes(type));
+    checkLen(fn, "x", x.length, nb * Q8_0_BYTES);
+    const dst = y ?? new Float32Array(rows);
+    checkType(fn, "y", dst, Float32Array);
+    checkLen(fn, "y", dst.length, rows);
+    const f = type === "q4_0" ? this.#s.cf_matvec_q4_0 : this.#s.cf_matvec_q8_0;
+    this.#check(`cf_matvec_${type}`, f(w, sz(w.length), sz(rows), sz(cols), x, sz(x.length), dst, sz(dst.length)));
+    return dst;
+  }
+
+  /** out = x / sqrt(mean(x^2) + eps) * weight. */
+  rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out?: Float32Array): Float32Array {
+    const fn = "rmsNorm";
+    checkType(fn, "x", x, Float32Array);
+    checkType(fn, "weight", weight, Float32Array);
+    checkInt(fn, "x.length", x.length, 1);
+    checkLen(fn, "weight", weight.length, x.length);
+    if (!Number.isFinite(eps) || eps < 0) throw new RangeError(`${fn}: eps ${eps} is not a finite number >= 0`);
+    const dst = out ?? new Float32Array(x.length);
+    checkType(fn, "out", dst, Float32Array);
+    checkLen(fn, "out", dst.length, x.length);
+    this.#check("cf_rms_norm", this.#s.cf_rms_norm(x, weight, sz(x.length), eps, dst));
+    return dst;
+  }
+
+  /** Softmax of x in place. -Infinity entries become 0. */
+  softmax(x: Float32Array): Float32Array {
+    checkType("softmax", "x", x, Float32Array);
+    checkInt("softmax", "x.length", x.length, 1);
+    this.#check("cf_softmax", this.#s.cf_softmax(x, sz(x.length)));
+    return x;
+  }
+
+  /** RoPE in place on nHeads heads of headDim; the first nRot dims rotate. */
+  rope(
+    x: Float32Array,
+    nHeads: number,
+    headDim: number,
+    nRot: number,
+    pos: number,
+    invFreq: Float32Array,
+    mode: "neox" | "normal",
+  ): Float32Array {
+    const fn = "rope";
+    checkType(fn, "x", x, Float32Array);
+    checkType(fn, "invFreq", invFreq, Float32Array);
+    checkInt(fn, "nHeads", nHeads, 1);
+    checkInt(fn, "headDim", headDim, 1);
+    checkInt(fn, "nRot", nRot, 2);
+    if (nRot % 2 !== 0 || nRot > headDim) {
+      throw new RangeError(`${fn}: nRot ${nRot} must be even and at most headDim ${headDim}`);
+    }
+    checkInt(fn, "pos", pos, 0);
+    if (pos > ROPE_MAX_POS) throw new RangeError(`${fn}: pos ${pos} exceeds ${ROPE_MAX_POS}`);
+    if (mode !== "neox" && mode !== "normal") throw new RangeError(`${fn}: unknown mode ${mode}`);
+    checkLen(fn, "x", x.length, nHeads * headDim);
+    checkLen(fn, "invFreq", invFreq.length, nRot / 2);
+    const rc = this.#s.cf_rope(
+      x,
+      sz(x.length),
+      sz(nHeads),
+      sz(headDim),
+      sz(nRot),
+      pos,
+      invFreq,
+      sz(invFreq.length),
+      mode === "neox" ? 1 : 0,
+    );
+    this.#check("cf_rope", rc);
+    return x;
+  }
+
+  /** out = silu(gate) * up. */
+  siluMul(gate: Float32Array, up: Float32Array, out?: Float32Array): Float32Array {
+    return this.#gated("siluMul", gate, up, out);
+  }
+
+  /** out = gelu_tanh(gate) * up. */
+  geluMul(gate: Float32Array, up: Float32Array, out?: Float32Array): Float32Array {
+    return this.#gated("geluMul", gate, up, out);
+  }
+
+  #gated(fn: "siluMul" | "geluMul", gate: Float32Array, up: Float32Array, out?: Float32Array): Float32Array {
+    checkType(fn, "gate", gate, Float32Array);
+    checkType(fn, "up", up, Float32Array);
+    checkInt(fn, "gate.length", gate.length, 1);
+    checkLen(fn, "up", up.length, gate.length);
+    const dst = out ?? new Float32Array(gate.length);
+    checkType(fn, "out", dst, Float32Array);
+    checkLen(fn, "out", dst.length, gate.length);
+    const f = fn === "siluMul" ? this.#s.cf_silu_mul : this.#s.cf_gelu_mul;
+    this.#check(fn === "siluMul" ? "cf_silu_mul" : "cf_gelu_mul", f(gate, up, dst, sz(gate.length)));
+    return dst;
+  }
+
+  /**
+   * Reads every byte of `bytes` once over the pool and returns an XOR fold:
+   * the memory-bandwidth yardstick the benchmarks compare kernels against.
+   */
+  streamRead(bytes: Uint8Array): bigint {
+    checkType("streamRead", "bytes", bytes, Uint8Array);
+    checkInt("streamRead", "bytes.length", bytes.length, 1);
+    this.#check("cf_stream_read", this.#s.cf_stream_read(bytes, sz(bytes.length), this.#u64));
+    return this.#u64[0];
+  }
+
+  /** Stops the worker threads. {@link configure} starts them again. */
+  shutdown(): void {
+    this.#s.cf_shutdown();
+  }
+}
+
+let opened: Kernels | undefined;
+
+/**
+ * Loads the kernel library (once per process) and configures it.
+ *
+ * @example
+ * ```ts ignore
+ * import { openKernels } from "./kernels.ts";
+ * const k = openKernels();
+ * console.log(`${k.variant} kernels on ${k.threads} threads`);
+ * ```
+ */
+export function openKernels(options?: KernelOptions): Kernels {
+  if (opened === undefined) {
+    const k = new Kernels(openLibrary());
+    k.configure(options);
+    opened = k;
+    return k;
+  }
+  if (options !== undefined) opened.configure(options);
+  return opened;
+}

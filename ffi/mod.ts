@@ -1,0 +1,41 @@
+/**
+ * The boundary between TypeScript and the Zig kernel library. Everything
+ * that touches a pointer lives in this folder.
+ *
+ * ```ts ignore
+ * import { mapFile, openKernels } from "@cflow/run/ffi";
+ *
+ * const k = openKernels({ threads: 2 });
+ * const x = k.quantizeQ8_0(new Float32Array(4096).fill(0.25));
+ * using file = mapFile("weights.bin");
+ * const y = k.matvec("q8_0", file.bytes, 1024, 4096, x);
+ * ```
+ *
+ * @module
+ */
+
+export { describeStatus, KernelError, KernelLoadError } from "./errors.ts";
+export { libraryCandidates, localLibraryPath, openLibrary, readEnv } from "./loader.ts";
+export type { OpenedLibrary } from "./loader.ts";
+export {
+  Kernels,
+  kernelOptionsFromEnv,
+  MAX_THREADS,
+  openKernels,
+  parseFeatures,
+  parseThreads,
+  parseVariant,
+  ROPE_MAX_POS,
+} from "./kernels.ts";
+export type { KernelOptions, SettingSource } from "./kernels.ts";
+export { allocAligned, AlignedBuffer, MappedFile, mapFile } from "./memory.ts";
+export {
+  ABI_VERSION,
+  ADVICE,
+  CPU_FEATURES,
+  IO_BASE,
+  STATUS,
+  symbols,
+  VARIANTS,
+} from "./symbols.ts";
+export type { Advice, CpuFeature, KernelSymbols, VariantName } from "./symbols.ts";
