@@ -18,8 +18,8 @@ import {
   type CpuFeature,
   type KernelSymbols,
   STATUS,
-  VARIANTS,
   type VariantName,
+  VARIANTS,
 } from "./symbols.ts";
 
 const QK = 32;
@@ -167,7 +167,12 @@ function checkInt(fn: string, name: string, value: number, min = 0): void {
   }
 }
 
-function checkType(fn: string, name: string, value: unknown, type: Function): void {
+function checkType(
+  fn: string,
+  name: string,
+  value: unknown,
+  type: abstract new (...args: never[]) => unknown,
+): void {
   if (!(value instanceof type)) {
     throw new TypeError(`${fn}: ${name} must be a ${type.name}`);
   }
@@ -185,8 +190,16 @@ function checkBlocks(fn: string, name: string, n: number): number {
   return n / QK;
 }
 
-/** Weight formats the matvec kernels take. */
-type WeightType = "q4_0" | "q8_0";
+/**
+ * Weight block formats the dot and matvec kernels take (ggml layouts).
+ *
+ * @example
+ * ```ts
+ * import type { WeightType } from "./kernels.ts";
+ * const t: WeightType = "q4_0";
+ * ```
+ */
+export type WeightType = "q4_0" | "q8_0";
 
 function weightBlockBytes(type: WeightType): number {
   return type === "q4_0" ? Q4_0_BYTES : Q8_0_BYTES;
@@ -246,14 +259,22 @@ export class Kernels {
           (disable.length > 0 ? ` with ${disable.join(", ")} disabled` : "") +
           `; it supports ${this.supportedVariants(disable).join(", ")} ` +
           `(features: ${have.join(" ")})`,
-        [this.libraryPath],
+        [],
       );
     }
     if (rc < 0) throw new KernelError("cf_init", rc);
     this.#disabled = [...disable];
     this.#sources = {
-      variant: options.variant !== undefined ? "option" : env.variant !== undefined ? "env" : "default",
-      threads: options.threads !== undefined ? "option" : env.threads !== undefined ? "env" : "default",
+      variant: options.variant !== undefined
+        ? "option"
+        : env.variant !== undefined
+        ? "env"
+        : "default",
+      threads: options.threads !== undefined
+        ? "option"
+        : env.threads !== undefined
+        ? "env"
+        : "default",
     };
   }
 
@@ -281,9 +302,18 @@ export class Kernels {
 
   /** Compiler, mode and target the library was built with. */
   get buildInfo(): string {
-    const n = Number(this.#s.cf_build_info(null, 0n));
+    return this.#text(this.#s.cf_build_info);
+  }
+
+  /** The CPU's brand string as cpuid reports it ("" if none). */
+  get cpuModel(): string {
+    return this.#text(this.#s.cf_cpu_model);
+  }
+
+  #text(f: (buf: Uint8Array | null, len: bigint) => number | bigint): string {
+    const n = Number(f(null, 0n));
     const buf = new Uint8Array(Math.min(n, 4096));
-    this.#s.cf_build_info(buf, BigInt(buf.length));
+    f(buf, BigInt(buf.length));
     return new TextDecoder().decode(buf);
   }
 
@@ -328,7 +358,13 @@ export class Kernels {
   }
 
   /** Per-block integer dot products of Q4_0 or Q8_0 weights with Q8_0 activations. */
-  blockDots(type: WeightType, w: Uint8Array, x: Uint8Array, nBlocks: number, out?: Int32Array): Int32Array {
+  blockDots(
+    type: WeightType,
+    w: Uint8Array,
+    x: Uint8Array,
+    nBlocks: number,
+    out?: Int32Array,
+  ): Int32Array {
     const fn = `blockDots(${type})`;
     checkType(fn, "w", w, Uint8Array);
     checkType(fn, "x", x, Uint8Array);
@@ -339,7 +375,10 @@ export class Kernels {
     checkType(fn, "out", dst, Int32Array);
     checkLen(fn, "out", dst.length, nBlocks);
     const f = type === "q4_0" ? this.#s.cf_block_dots_q4_0_q8_0 : this.#s.cf_block_dots_q8_0_q8_0;
-    this.#check(`cf_block_dots_${type}_q8_0`, f(w, sz(w.length), x, sz(x.length), sz(nBlocks), dst, sz(dst.length)));
+    this.#check(
+      `cf_block_dots_${type}_q8_0`,
+      f(w, sz(w.length), x, sz(x.length), sz(nBlocks), dst, sz(dst.length)),
+    );
     return dst;
   }
 
@@ -376,7 +415,10 @@ export class Kernels {
     checkType(fn, "y", dst, Float32Array);
     checkLen(fn, "y", dst.length, rows);
     const f = type === "q4_0" ? this.#s.cf_matvec_q4_0 : this.#s.cf_matvec_q8_0;
-    this.#check(`cf_matvec_${type}`, f(w, sz(w.length), sz(rows), sz(cols), x, sz(x.length), dst, sz(dst.length)));
+    this.#check(
+      `cf_matvec_${type}`,
+      f(w, sz(w.length), sz(rows), sz(cols), x, sz(x.length), dst, sz(dst.length)),
+    );
     return dst;
   }
 
@@ -387,7 +429,9 @@ export class Kernels {
     checkType(fn, "weight", weight, Float32Array);
     checkInt(fn, "x.length", x.length, 1);
     checkLen(fn, "weight", weight.length, x.length);
-    if (!Number.isFinite(eps) || eps < 0) throw new RangeError(`${fn}: eps ${eps} is not a finite number >= 0`);
+    if (!Number.isFinite(eps) || eps < 0) {
+      throw new RangeError(`${fn}: eps ${eps} is not a finite number >= 0`);
+    }
     const dst = out ?? new Float32Array(x.length);
     checkType(fn, "out", dst, Float32Array);
     checkLen(fn, "out", dst.length, x.length);
@@ -452,7 +496,12 @@ export class Kernels {
     return this.#gated("geluMul", gate, up, out);
   }
 
-  #gated(fn: "siluMul" | "geluMul", gate: Float32Array, up: Float32Array, out?: Float32Array): Float32Array {
+  #gated(
+    fn: "siluMul" | "geluMul",
+    gate: Float32Array,
+    up: Float32Array,
+    out?: Float32Array,
+  ): Float32Array {
     checkType(fn, "gate", gate, Float32Array);
     checkType(fn, "up", up, Float32Array);
     checkInt(fn, "gate.length", gate.length, 1);
@@ -461,7 +510,10 @@ export class Kernels {
     checkType(fn, "out", dst, Float32Array);
     checkLen(fn, "out", dst.length, gate.length);
     const f = fn === "siluMul" ? this.#s.cf_silu_mul : this.#s.cf_gelu_mul;
-    this.#check(fn === "siluMul" ? "cf_silu_mul" : "cf_gelu_mul", f(gate, up, dst, sz(gate.length)));
+    this.#check(
+      fn === "siluMul" ? "cf_silu_mul" : "cf_gelu_mul",
+      f(gate, up, dst, sz(gate.length)),
+    );
     return dst;
   }
 

@@ -64,7 +64,9 @@ function absTerms(type: "q4_0" | "q8_0", w: Uint8Array, x: Uint8Array, nb: numbe
 function assertClose(actual: number, expected: number, magnitude: number, what: string): void {
   const diff = Math.abs(actual - expected);
   if (!(diff <= REL * magnitude + 1e-12)) {
-    assert.fail(`${what}: got ${actual}, expected ${expected} (diff ${diff}, magnitude ${magnitude})`);
+    assert.fail(
+      `${what}: got ${actual}, expected ${expected} (diff ${diff}, magnitude ${magnitude})`,
+    );
   }
 }
 
@@ -85,8 +87,16 @@ for (const variant of VARIANTS) {
       const x = randomQ8(rng, nb);
       const w8 = randomQ8(rng, nb);
       const w4 = randomQ4(rng, nb);
-      assert.deepEqual(k.blockDots("q8_0", w8, x, nb), ref.blockDotsQ8_0Q8_0(w8, x, nb), `q8 nb=${nb}`);
-      assert.deepEqual(k.blockDots("q4_0", w4, x, nb), ref.blockDotsQ4_0Q8_0(w4, x, nb), `q4 nb=${nb}`);
+      assert.deepEqual(
+        k.blockDots("q8_0", w8, x, nb),
+        ref.blockDotsQ8_0Q8_0(w8, x, nb),
+        `q8 nb=${nb}`,
+      );
+      assert.deepEqual(
+        k.blockDots("q4_0", w4, x, nb),
+        ref.blockDotsQ4_0Q8_0(w4, x, nb),
+        `q4 nb=${nb}`,
+      );
     }
   });
 
@@ -108,8 +118,18 @@ for (const variant of VARIANTS) {
       const w8 = randomQ8(rng, nb);
       const w4 = randomQ4(rng, nb);
       const n = nb * 32;
-      assertClose(k.dot("q8_0", w8, x, n), ref.dotQ8_0Q8_0(w8, x, n), absTerms("q8_0", w8, x, nb), `q8 nb=${nb}`);
-      assertClose(k.dot("q4_0", w4, x, n), ref.dotQ4_0Q8_0(w4, x, n), absTerms("q4_0", w4, x, nb), `q4 nb=${nb}`);
+      assertClose(
+        k.dot("q8_0", w8, x, n),
+        ref.dotQ8_0Q8_0(w8, x, n),
+        absTerms("q8_0", w8, x, nb),
+        `q8 nb=${nb}`,
+      );
+      assertClose(
+        k.dot("q4_0", w4, x, n),
+        ref.dotQ4_0Q8_0(w4, x, n),
+        absTerms("q4_0", w4, x, nb),
+        `q4 nb=${nb}`,
+      );
     }
   });
 
@@ -119,7 +139,8 @@ for (const variant of VARIANTS) {
     for (const nb of BLOCK_COUNTS) {
       const x = rng.floats(nb * 32, 3);
       x.fill(0, 0, 32); // an all-zero block
-      if (nb > 2) for (let i = 32; i < 64; i++) x[i] = i % 2 === 0 ? 1e-39 : -3e-38; // 1/d overflows
+      if (nb > 2) { for (let i = 32; i < 64; i++) x[i] = i % 2 === 0 ? 1e-39 : -3e-38; // 1/d overflows
+       }
       assert.deepEqual(k.quantizeQ8_0(x), ref.quantizeQ8_0(x), `nb=${nb}`);
     }
   });
@@ -142,7 +163,9 @@ for (const variant of VARIANTS) {
   Deno.test(`${variant}: RoPE in both conventions with partial rotation`, () => {
     k.configure({ variant, threads: 1 });
     const rng = new Rng(15);
-    for (const [heads, dim, rot] of [[1, 2, 2], [3, 64, 64], [4, 64, 32], [2, 80, 20], [9, 64, 64]]) {
+    for (
+      const [heads, dim, rot] of [[1, 2, 2], [3, 64, 64], [4, 64, 32], [2, 80, 20], [9, 64, 64]]
+    ) {
       const invFreq = ref.ropeInvFreq(rot, 10000);
       for (const mode of ["neox", "normal"] as const) {
         for (const pos of [0, 1, 17, 4095, 100000]) {
@@ -171,7 +194,12 @@ for (const variant of VARIANTS) {
           : ref.matvecQ8_0(w, rows, cols, x);
         for (let r = 0; r < rows; r++) {
           const wr = w.subarray(r * nb * (type === "q4_0" ? 18 : 34));
-          assertClose(one[r], want[r], absTerms(type, wr, x, nb), `${type} ${rows}x${cols} row ${r}`);
+          assertClose(
+            one[r],
+            want[r],
+            absTerms(type, wr, x, nb),
+            `${type} ${rows}x${cols} row ${r}`,
+          );
         }
         for (const threads of [2, 3, 4]) {
           k.configure({ variant, threads });
@@ -216,9 +244,15 @@ Deno.test("wrappers refuse bad arguments before crossing", () => {
   assert.throws(() => k.quantizeQ8_0(new Float32Array(64), new Uint8Array(67)), RangeError);
   // deno-lint-ignore no-explicit-any
   assert.throws(() => k.quantizeQ8_0(new Float64Array(64) as any), TypeError);
-  assert.throws(() => k.matvec("q4_0", new Uint8Array(18 * 2 - 1), 2, 32, new Uint8Array(34)), RangeError);
+  assert.throws(
+    () => k.matvec("q4_0", new Uint8Array(18 * 2 - 1), 2, 32, new Uint8Array(34)),
+    RangeError,
+  );
   assert.throws(() => k.matvec("q8_0", new Uint8Array(68), 2, 32, new Uint8Array(33)), RangeError);
-  assert.throws(() => k.matvec("q8_0", new Uint8Array(68), 2, 32, new Uint8Array(34), new Float32Array(1)), RangeError);
+  assert.throws(
+    () => k.matvec("q8_0", new Uint8Array(68), 2, 32, new Uint8Array(34), new Float32Array(1)),
+    RangeError,
+  );
   assert.throws(() => k.blockDots("q8_0", new Uint8Array(34), new Uint8Array(34), 1.5), RangeError);
   const inv = new Float32Array(4);
   assert.throws(() => k.rope(new Float32Array(8), 1, 8, 3, 0, inv, "neox"), RangeError);
@@ -281,7 +315,10 @@ Deno.test("streamRead folds every byte the same way for every thread count", () 
 Deno.test("settings parse strictly and name their source", () => {
   assert.equal(parseVariant("avx2", "x"), "avx2");
   assert.equal(parseVariant(" auto ", "x"), "auto");
-  assert.throws(() => parseVariant("neon", "CFLOW_KERNEL_VARIANT"), /CFLOW_KERNEL_VARIANT: unknown/);
+  assert.throws(
+    () => parseVariant("neon", "CFLOW_KERNEL_VARIANT"),
+    /CFLOW_KERNEL_VARIANT: unknown/,
+  );
   assert.equal(parseThreads("16", "x"), 16);
   for (const bad of ["0", "-1", "1.5", "", "257", "2x", "1e2"]) {
     assert.throws(() => parseThreads(bad, "CFLOW_THREADS"), /CFLOW_THREADS/);

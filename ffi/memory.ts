@@ -42,14 +42,26 @@ function checkRange(fn: string, size: number, offset: number, length: number): v
   }
 }
 
-/** Shared part of mappings and allocations: a handle and a view. */
-abstract class Region {
+/**
+ * What mappings and allocations share: a handle held by the kernel library,
+ * bounded reads, hints, and an optional zero-copy view.
+ *
+ * @example
+ * ```ts ignore
+ * import { type MemoryRegion, mapFile } from "./memory.ts";
+ * const region: MemoryRegion = mapFile("weights.bin");
+ * console.log(region.read(0, 16));
+ * region.close();
+ * ```
+ */
+export abstract class MemoryRegion {
   #handle: number;
   #address: bigint;
   #buffer: ArrayBuffer | undefined;
   /** Size in bytes. */
   readonly size: number;
 
+  /** @internal Built by {@link mapFile} and {@link allocAligned}. */
   constructor(handle: number, address: bigint, size: bigint) {
     if (size > BigInt(Number.MAX_SAFE_INTEGER)) throw new KernelError("region", STATUS.OVERFLOW);
     this.#handle = handle;
@@ -111,7 +123,12 @@ abstract class Region {
     if (this.closed) throw new KernelError("cf_madvise", STATUS.HANDLE);
     if (!Object.hasOwn(ADVICE, advice)) throw new RangeError(`${fn}: unknown advice "${advice}"`);
     checkRange(fn, this.size, offset, length);
-    const rc = openKernels().symbols.cf_madvise(this.#handle, BigInt(offset), BigInt(length), ADVICE[advice]);
+    const rc = openKernels().symbols.cf_madvise(
+      this.#handle,
+      BigInt(offset),
+      BigInt(length),
+      ADVICE[advice],
+    );
     if (rc !== STATUS.OK) throw new KernelError("cf_madvise", rc);
   }
 
@@ -144,7 +161,7 @@ abstract class Region {
  * file.advise("willneed", 0, 4096);
  * ```
  */
-export class MappedFile extends Region {
+export class MappedFile extends MemoryRegion {
   /** The path that was mapped. */
   readonly path: string;
 
@@ -197,7 +214,7 @@ export function mapFile(path: string): MappedFile {
  * buf.bytes.fill(1);
  * ```
  */
-export class AlignedBuffer extends Region {
+export class AlignedBuffer extends MemoryRegion {
   /** Alignment of the first byte. */
   readonly alignment: number;
 

@@ -91,14 +91,14 @@ Deno.test("aligned allocations are zeroed, writable and released", () => {
 });
 
 Deno.test("under an FFI grant scoped to the library, reads work and views are refused clearly", async () => {
-  const dir = Deno.makeTempDirSync({ prefix: "cflow-scoped-" });
+  const dir = await Deno.makeTempDir({ prefix: "cflow-scoped-" });
   try {
     const path = `${dir}/d.bin`;
-    Deno.writeFileSync(path, new Uint8Array([1, 2, 3, 4, 5]));
+    await Deno.writeFile(path, new Uint8Array([1, 2, 3, 4, 5]));
     const script = `${dir}/probe.ts`;
     const memory = new URL("./memory.ts", import.meta.url).href;
     const kernels = new URL("./kernels.ts", import.meta.url).href;
-    Deno.writeFileSync(
+    await Deno.writeFile(
       script,
       new TextEncoder().encode(`
         import { mapFile } from "${memory}";
@@ -126,7 +126,7 @@ Deno.test("under an FFI grant scoped to the library, reads work and views are re
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     assert.deepEqual(text, ["[2,3,4]", "NotCapable"]);
   } finally {
-    Deno.removeSync(dir, { recursive: true });
+    await Deno.remove(dir, { recursive: true });
   }
 });
 

@@ -18,8 +18,8 @@ export { describeStatus, KernelError, KernelLoadError } from "./errors.ts";
 export { libraryCandidates, localLibraryPath, openLibrary, readEnv } from "./loader.ts";
 export type { OpenedLibrary } from "./loader.ts";
 export {
-  Kernels,
   kernelOptionsFromEnv,
+  Kernels,
   MAX_THREADS,
   openKernels,
   parseFeatures,
@@ -27,8 +27,8 @@ export {
   parseVariant,
   ROPE_MAX_POS,
 } from "./kernels.ts";
-export type { KernelOptions, SettingSource } from "./kernels.ts";
-export { allocAligned, AlignedBuffer, MappedFile, mapFile } from "./memory.ts";
+export type { KernelOptions, SettingSource, WeightType } from "./kernels.ts";
+export { AlignedBuffer, allocAligned, mapFile, MappedFile } from "./memory.ts";
 export {
   ABI_VERSION,
   ADVICE,

@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION = 1;
+export const ABI_VERSION: number = 1;
 
 /**
  * The symbol table passed to `Deno.dlopen`.
@@ -24,6 +24,8 @@ export const symbols = {
   cf_abi_version: { parameters: [], result: "u32" },
   // size_t cf_build_info(uint8_t *buf, size_t len)
   cf_build_info: { parameters: ["buffer", "usize"], result: "usize" },
+  // size_t cf_cpu_model(uint8_t *buf, size_t len)
+  cf_cpu_model: { parameters: ["buffer", "usize"], result: "usize" },
   // uint64_t cf_cpu_features(void)
   cf_cpu_features: { parameters: [], result: "u64" },
   // int32_t cf_variant_supported(uint32_t variant, uint64_t disable_mask)
@@ -148,7 +150,7 @@ export const STATUS = {
  * const enoent = IO_BASE - 2; // -1002
  * ```
  */
-export const IO_BASE = -1000;
+export const IO_BASE: number = -1000;
 
 /**
  * Kernel variant names and their ABI ids, in increasing order of ISA needs.

@@ -62,8 +62,6 @@ fn variantModule(b: *std.Build, v: Variant, optimize: std.builtin.OptimizeMode) 
 }
 
 fn rootModule(b: *std.Build, optimize: std.builtin.OptimizeMode) *std.Build.Module {
-    const opts = b.addOptions();
-    opts.addOption([]const u8, "kernels_optimize", @tagName(optimize));
     const m = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
         .target = b.resolveTargetQuery(baseQuery()),
@@ -71,7 +69,6 @@ fn rootModule(b: *std.Build, optimize: std.builtin.OptimizeMode) *std.Build.Modu
         .link_libc = true,
         .pic = true,
     });
-    m.addOptions("build_options", opts);
     for (std.enums.values(Variant)) |v| {
         const obj = b.addObject(.{ .name = b.fmt("cflow_{s}", .{@tagName(v)}), .root_module = variantModule(b, v, optimize) });
         m.addObject(obj);

@@ -128,6 +128,20 @@ pub fn detect() u64 {
     return set;
 }
 
+/// The CPU's brand string (cpuid leaves 0x80000002..4), trimmed; empty if
+/// the CPU does not report one.
+pub fn brand(out: *[48]u8) []const u8 {
+    if (cpuid(0x80000000, 0).eax < 0x80000004) return out[0..0];
+    for (0..3) |i| {
+        const r = cpuid(0x80000002 + @as(u32, @intCast(i)), 0);
+        for ([_]u32{ r.eax, r.ebx, r.ecx, r.edx }, 0..) |word, j| {
+            std.mem.writeInt(u32, out[i * 16 + j * 4 ..][0..4], word, .little);
+        }
+    }
+    const end = std.mem.indexOfScalar(u8, out, 0) orelse out.len;
+    return std.mem.trim(u8, out[0..end], " ");
+}
+
 /// Features each variant's object was compiled to assume (its CPU level).
 pub fn required(v: abi.Variant) u64 {
     const v2 = bit(.sse3) | bit(.ssse3) | bit(.sse4_1) | bit(.sse4_2) | bit(.popcnt) | bit(.cx16) | bit(.lahf_lm);
@@ -214,4 +228,7 @@ test "detect agrees with the compile-time baseline and picks a runnable variant"
     // Masking features down forces lower variants.
     try std.testing.expectEqual(abi.Variant.scalar, best(0));
     try std.testing.expect(physicalCores() >= 1);
+    var buf: [48]u8 = undefined;
+    const name = brand(&buf);
+    for (name) |ch| try std.testing.expect(ch >= 0x20 and ch < 0x7f);
 }

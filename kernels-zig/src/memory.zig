@@ -181,6 +181,20 @@ pub fn advise(handle: i32, offset: usize, len: usize, advice_raw: u32) i32 {
     return abi.Status.ok.code();
 }
 
+/// Copies [offset, offset + dst.len) of a region into dst (a bounded read
+/// for callers that may not hold raw pointers).
+pub fn copyOut(handle: i32, offset: usize, dst: []u8) i32 {
+    lock.lock();
+    defer lock.unlock();
+    const r = lookup(handle, .map) orelse lookup(handle, .alloc) orelse return abi.Status.handle.code();
+    const end = std.math.add(usize, offset, dst.len) catch return abi.Status.overflow.code();
+    if (end > r.len) return abi.Status.range.code();
+    if (dst.len == 0) return abi.Status.ok.code();
+    const src: [*]const u8 = @ptrFromInt(r.ptr);
+    @memcpy(dst, src[offset..end]);
+    return abi.Status.ok.code();
+}
+
 /// Writes the pointer and length of a live region.
 pub fn view(handle: i32, out: *View) i32 {
     lock.lock();
@@ -212,7 +226,13 @@ test "map, advise and release a file; stale handles are refused" {
     try testing.expectEqual(abi.Status.range.code(), advise(h, data.len, 1, 3));
     try testing.expectEqual(abi.Status.overflow.code(), advise(h, std.math.maxInt(usize), 2, 3));
     try testing.expectEqual(abi.Status.invalid_arg.code(), advise(h, 0, 1, 99));
+    var part: [5]u8 = undefined;
+    try testing.expectEqual(@as(i32, 0), copyOut(h, 7, &part));
+    try testing.expectEqualSlices(u8, data[7..12], &part);
+    try testing.expectEqual(abi.Status.range.code(), copyOut(h, data.len - 4, &part));
+    try testing.expectEqual(abi.Status.overflow.code(), copyOut(h, std.math.maxInt(usize) - 1, &part));
     try testing.expectEqual(@as(i32, 0), release(h));
+    try testing.expectEqual(abi.Status.handle.code(), copyOut(h, 0, &part));
     try testing.expectEqual(abi.Status.handle.code(), release(h));
     try testing.expectEqual(abi.Status.handle.code(), advise(h, 0, 1, 3));
     try testing.expectEqual(abi.Status.handle.code(), release(0));

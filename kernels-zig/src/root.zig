@@ -8,7 +8,6 @@
 
 const std = @import("std");
 const builtin = @import("builtin");
-const build_options = @import("build_options");
 const abi = @import("abi.zig");
 const cpu = @import("cpu.zig");
 const memory = @import("memory.zig");
@@ -101,7 +100,7 @@ const build_info = std.fmt.comptimePrint("zig {s}; {s}; {s}-{s}-{s}", .{
     @tagName(builtin.cpu.arch),
     @tagName(builtin.os.tag),
     @tagName(builtin.abi),
-}) ++ "; kernels " ++ build_options.kernels_optimize;
+});
 
 /// size_t cf_build_info(uint8_t *buf, size_t len): copies up to len bytes of
 /// a description of the build; returns its full length.
@@ -111,6 +110,18 @@ export fn cf_build_info(buf: ?[*]u8, len: usize) usize {
         @memcpy(b[0..n], build_info[0..n]);
     }
     return build_info.len;
+}
+
+/// size_t cf_cpu_model(uint8_t *buf, size_t len): copies up to len bytes of
+/// the CPU's brand string; returns its full length.
+export fn cf_cpu_model(buf: ?[*]u8, len: usize) usize {
+    var storage: [48]u8 = undefined;
+    const name = cpu.brand(&storage);
+    if (buf) |b| {
+        const n = @min(len, name.len);
+        @memcpy(b[0..n], name[0..n]);
+    }
+    return name.len;
 }
 
 /// uint64_t cf_cpu_features(void): feature bits of this CPU (cpu.Feature).
@@ -438,6 +449,14 @@ export fn cf_release(handle: i32) i32 {
 /// int32_t cf_madvise(int32_t handle, size_t offset, size_t len, uint32_t advice)
 export fn cf_madvise(handle: i32, offset: usize, len: usize, advice: u32) i32 {
     return memory.advise(handle, offset, len, advice);
+}
+
+/// int32_t cf_copy(int32_t handle, size_t offset, uint8_t *dst, size_t len):
+/// copies len bytes of a region from offset into dst, after bounds checks.
+export fn cf_copy(handle: i32, offset: usize, dst: ?[*]u8, len: usize) i32 {
+    if (len == 0) return memory.copyOut(handle, offset, &[_]u8{});
+    const d = dst orelse return Status.invalid_arg.code();
+    return memory.copyOut(handle, offset, d[0..len]);
 }
 
 test {

@@ -1,0 +1,115 @@
+/**
+ * `cflow doctor`: what cflow runs on. Deno and Zig versions, CPU features,
+ * the kernel variants this CPU supports and the active one, the library
+ * path, threads, and the permissions the process holds.
+ *
+ * @module
+ */
+
+import { type KernelOptions, openKernels, VARIANTS, type VariantName } from "../ffi/mod.ts";
+import { VERSION } from "../version.ts";
+
+/**
+ * Everything `cflow doctor` reports.
+ *
+ * @example
+ * ```ts ignore
+ * import { diagnose } from "./doctor.ts";
+ * const report = diagnose({});
+ * console.log(report.kernels.variant);
+ * ```
+ */
+export interface DoctorReport {
+  cflow: string;
+  deno: { version: string; v8: string; typescript: string };
+  zig: { version: string; build: string };
+  cpu: { model: string; features: string[]; physicalCores: number };
+  kernels: {
+    library: string;
+    variant: VariantName;
+    variantSource: string;
+    supported: VariantName[];
+    disabledFeatures: string[];
+  };
+  threads: { count: number; source: string };
+  permissions: { ffi: "unscoped" | "kernel library only" };
+}
+
+/**
+ * Loads the kernels with `options` (over the environment) and reports.
+ *
+ * @example
+ * ```ts ignore
+ * import { diagnose } from "./doctor.ts";
+ * console.log(diagnose({ threads: 1 }).threads.count); // 1
+ * ```
+ */
+export function diagnose(options: KernelOptions): DoctorReport {
+  const k = openKernels(options);
+  const build = k.buildInfo;
+  const zigVersion = /^zig ([^;]+);/.exec(build)?.[1] ?? "unknown";
+  const sources = k.sources;
+  const threadSource = sources.threads === "option"
+    ? "--threads"
+    : sources.threads === "env"
+    ? "CFLOW_THREADS"
+    : "default: one per physical core";
+  const variantSource = sources.variant === "option"
+    ? "forced by option"
+    : sources.variant === "env"
+    ? "forced by CFLOW_KERNEL_VARIANT"
+    : "auto: best for this CPU";
+  return {
+    cflow: VERSION,
+    deno: {
+      version: Deno.version.deno,
+      v8: Deno.version.v8,
+      typescript: Deno.version.typescript,
+    },
+    zig: { version: zigVersion, build },
+    cpu: { model: k.cpuModel || "unknown", features: k.cpuFeatures(), physicalCores: k.physicalCores() },
+    kernels: {
+      library: k.libraryPath,
+      variant: k.variant,
+      variantSource,
+      supported: k.supportedVariants(k.disabledFeatures),
+      disabledFeatures: [...k.disabledFeatures],
+    },
+    threads: { count: k.threads, source: threadSource },
+    permissions: {
+      ffi: Deno.permissions.querySync({ name: "ffi" }).state === "granted"
+        ? "unscoped"
+        : "kernel library only",
+    },
+  };
+}
+
+/**
+ * Formats a report for a terminal.
+ *
+ * @example
+ * ```ts ignore
+ * import { diagnose, formatReport } from "./doctor.ts";
+ * console.log(formatReport(diagnose({})));
+ * ```
+ */
+export function formatReport(r: DoctorReport): string {
+  const all = Object.keys(VARIANTS) as VariantName[];
+  const variants = all.map((v) => r.kernels.supported.includes(v) ? v : `${v} (unsupported)`);
+  const lines = [
+    `cflow       ${r.cflow}`,
+    `deno        ${r.deno.version} (v8 ${r.deno.v8}, typescript ${r.deno.typescript})`,
+    `zig         ${r.zig.version} (library: ${r.zig.build})`,
+    `cpu         ${r.cpu.model}, ${r.cpu.physicalCores} physical core(s) available`,
+    `features    ${r.cpu.features.join(" ")}`,
+    `variants    ${variants.join(", ")}`,
+    `kernel      ${r.kernels.variant} (${r.kernels.variantSource})`,
+    `library     ${r.kernels.library}`,
+    `threads     ${r.threads.count} (${r.threads.source})`,
+    `ffi         ${r.permissions.ffi}`,
+  ];
+  if (r.kernels.disabledFeatures.length > 0) {
+    lines.splice(6, 0, `disabled    ${r.kernels.disabledFeatures.join(" ")} (CFLOW_CPU_DISABLE)`);
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,118 @@
+/**
+ * The `./cflow` launcher and CLI as a user runs them: a real process with
+ * the launcher's scoped permissions.
+ */
+import assert from "node:assert/strict";
+import denoJson from "../deno.json" with { type: "json" };
+import { VERSION } from "../version.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const CFLOW = `${ROOT}cflow`;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function cflow(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const clean: Record<string, string> = {
+    CFLOW_KERNELS: "",
+    CFLOW_THREADS: "",
+    CFLOW_KERNEL_VARIANT: "",
+    CFLOW_CPU_DISABLE: "",
+    NO_COLOR: "1",
+  };
+  const out = await new Deno.Command(CFLOW, {
+    args,
+    env: { ...clean, ...env },
+    stdin: "null",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+async function doctor(env: Record<string, string> = {}, args: string[] = []) {
+  const r = await cflow(["doctor", "--json", ...args], env);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+Deno.test("--version matches deno.json", async () => {
+  assert.equal(VERSION, denoJson.version);
+  const r = await cflow(["--version"]);
+  assert.equal(r.code, 0);
+  assert.equal(r.stdout.trim(), `cflow ${denoJson.version}`);
+});
+
+Deno.test("doctor reports the toolchain, the best variant and scoped FFI", async () => {
+  const report = await doctor();
+  assert.equal(report.deno.version, "2.9.6");
+  assert.equal(report.zig.version, "0.14.1");
+  assert.match(report.zig.build, /ReleaseFast; x86_64-linux-gnu/);
+  const supported: string[] = report.kernels.supported;
+  assert.equal(report.kernels.variant, supported[supported.length - 1]);
+  if (report.cpu.features.includes("avx512vnni")) {
+    assert.equal(report.kernels.variant, "avx512vnni");
+  }
+  assert.equal(report.kernels.library, `${ROOT}kernels-zig/zig-out/lib/libcflow_kernels.so`);
+  assert.equal(report.threads.count, report.cpu.physicalCores);
+  assert.equal(report.permissions.ffi, "kernel library only");
+  const text = await cflow(["doctor"]);
+  assert.equal(text.code, 0);
+  assert.match(text.stdout, new RegExp(`kernel\\s+${report.kernels.variant} \\(auto`));
+});
+
+Deno.test("CFLOW_KERNEL_VARIANT forces each supported variant", async () => {
+  const { kernels } = await doctor();
+  for (const v of kernels.supported as string[]) {
+    const report = await doctor({ CFLOW_KERNEL_VARIANT: v });
+    assert.equal(report.kernels.variant, v);
+    assert.match(report.kernels.variantSource, /CFLOW_KERNEL_VARIANT/);
+  }
+});
+
+Deno.test("a variant the CPU cannot run is refused with a clear error", async () => {
+  const r = await cflow(["doctor"], {
+    CFLOW_KERNEL_VARIANT: "avx512vnni",
+    CFLOW_CPU_DISABLE: "avx512vnni",
+  });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /kernel variant "avx512vnni" cannot run on this CPU/);
+  assert.equal(r.stdout, "");
+  const bogus = await cflow(["doctor"], { CFLOW_KERNEL_VARIANT: "neon" });
+  assert.equal(bogus.code, 1);
+  assert.match(bogus.stderr, /CFLOW_KERNEL_VARIANT: unknown kernel variant "neon"/);
+});
+
+Deno.test("threads come from --threads, then CFLOW_THREADS, and are validated", async () => {
+  assert.equal((await doctor({ CFLOW_THREADS: "3" })).threads.count, 3);
+  assert.equal((await doctor({ CFLOW_THREADS: "3" }, ["--threads", "1"])).threads.count, 1);
+  for (const bad of ["0", "abc", "999"]) {
+    const r = await cflow(["doctor", "--threads", bad]);
+    assert.equal(r.code, 1, bad);
+    assert.match(r.stderr, /--threads: .* is not a thread count/);
+  }
+});
+
+Deno.test("usage errors exit 2; unimplemented commands say so", async () => {
+  const unknown = await cflow(["frobnicate"]);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /unknown command 'frobnicate'/);
+  const badFlag = await cflow(["doctor", "--nope"]);
+  assert.equal(badFlag.code, 2);
+  const generate = await cflow(["generate"]);
+  assert.equal(generate.code, 2);
+  assert.match(generate.stderr, /not implemented yet/);
+  const help = await cflow(["help"]);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /usage: cflow <command>/);
+});
+
+Deno.test("a missing CFLOW_KERNELS library is named in the error", async () => {
+  const missing = `${await Deno.makeTempDir()}/libnope.so`;
+  const r = await cflow(["doctor"], { CFLOW_KERNELS: missing });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /cannot load the cflow kernel library/);
+  assert.ok(r.stderr.includes(missing), r.stderr);
+});
