@@ -26,8 +26,8 @@ export {
   KernelError,
   KernelLoadError,
   Kernels,
-  MappedFile,
   mapFile,
+  MappedFile,
   openKernels,
 } from "./ffi/mod.ts";
 export type { Advice, CpuFeature, KernelOptions, VariantName } from "./ffi/mod.ts";

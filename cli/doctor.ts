@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type KernelOptions, openKernels, VARIANTS, type VariantName } from "../ffi/mod.ts";
+import { type KernelOptions, openKernels, type VariantName, VARIANTS } from "../ffi/mod.ts";
 import { VERSION } from "../version.ts";
 
 /**
@@ -67,7 +67,11 @@ export function diagnose(options: KernelOptions): DoctorReport {
       typescript: Deno.version.typescript,
     },
     zig: { version: zigVersion, build },
-    cpu: { model: k.cpuModel || "unknown", features: k.cpuFeatures(), physicalCores: k.physicalCores() },
+    cpu: {
+      model: k.cpuModel || "unknown",
+      features: k.cpuFeatures(),
+      physicalCores: k.physicalCores(),
+    },
     kernels: {
       library: k.libraryPath,
       variant: k.variant,
