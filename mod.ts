@@ -27,6 +27,7 @@ export {
   KernelLoadError,
   Kernels,
   mapFile,
+  MemoryRegion,
   MappedFile,
   openKernels,
 } from "./ffi/mod.ts";
