@@ -27,8 +27,8 @@ export {
   KernelLoadError,
   Kernels,
   mapFile,
-  MemoryRegion,
   MappedFile,
+  MemoryRegion,
   openKernels,
 } from "./ffi/mod.ts";
 export type { Advice, CpuFeature, KernelOptions, VariantName } from "./ffi/mod.ts";

@@ -28,7 +28,7 @@ export {
   ROPE_MAX_POS,
 } from "./kernels.ts";
 export type { KernelOptions, SettingSource, WeightType } from "./kernels.ts";
-export { AlignedBuffer, allocAligned, mapFile, MappedFile } from "./memory.ts";
+export { AlignedBuffer, allocAligned, mapFile, MappedFile, MemoryRegion } from "./memory.ts";
 export {
   ABI_VERSION,
   ADVICE,
