@@ -1,0 +1,150 @@
+/**
+ * Conversion of f32 values to the ggml types cflow can write bit-exactly like ggml: F32, F16,
+ * BF16, and (through cflow's reference quantizers) Q8_0 and Q4_0.
+ *
+ * @module
+ */
+
+import { f32ToF16Bits } from "../../reference/f16.ts";
+import { quantizeQ4_0Into, quantizeQ8_0Into } from "../../reference/quant.ts";
+import {
+  assertF32,
+  assertMinLength,
+  assertU8,
+  checkElementCount,
+  HOST_LITTLE_ENDIAN,
+  resolveType,
+} from "./_private.ts";
+import type { GgmlTypeInfo } from "./types.ts";
+
+type Encoder = (x: Float32Array, out: Uint8Array) => void;
+
+/**
+ * Tells whether {@link quantizeRow} handles a type: F32, F16, BF16, Q8_0 and Q4_0.
+ *
+ * @example
+ * ```ts
+ * import { quantizeSupported } from "./quantize_row.ts";
+ * import { ggmlTypeByName } from "./types.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(quantizeSupported(ggmlTypeByName("Q8_0")!), true);
+ * assert.equal(quantizeSupported(ggmlTypeByName("Q4_K")!), false); // dequantize only
+ * ```
+ *
+ * @param type A type from `ggmlType` / `ggmlTypeByName`.
+ * @returns `true` when `type` is ggml's entry for a supported type.
+ */
+export function quantizeSupported(type: GgmlTypeInfo): boolean {
+  try {
+    return ENCODERS.has(resolveType("quantizeSupported", type).id);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Converts f32 values to ggml type `type`, bit-exactly like ggml's C code:
+ * - F32: the bits, unchanged (NaN payloads included).
+ * - F16: `ggml_compute_fp32_to_fp16`: round to nearest even, overflow to ±Infinity,
+ *   subnormals kept; every NaN becomes `0x7e00` with the input's sign.
+ * - BF16: `ggml_compute_fp32_to_bf16`: round to nearest even on the bits; a NaN keeps its top
+ *   16 bits with the quiet bit set.
+ * - Q8_0, Q4_0: `quantize_row_q8_0_ref` / `quantize_row_q4_0_ref` (see cflow's
+ *   `reference/quant.ts`); NaN and ±Infinity inputs are rejected.
+ *
+ * @example Round-trip through BF16
+ * ```ts
+ * import { dequantizeRow, quantizeRow } from "./mod.ts";
+ * import { ggmlTypeByName } from "./types.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const bf16 = ggmlTypeByName("BF16")!;
+ * const bytes = quantizeRow(bf16, new Float32Array([1, -2.5, 3.0078125]));
+ * assert.deepEqual([...dequantizeRow(bf16, bytes, 3)], [1, -2.5, 3]); // 3.0078125 is a tie, to even
+ * ```
+ *
+ * @param type The ggml type to write; see {@link quantizeSupported}.
+ * @param x The values; `x.length` must be a multiple of `type.blockSize`.
+ * @param out Optional destination with length >= `x.length / blockSize * typeSize`, not
+ * overlapping `x`; allocated when omitted. Only that prefix is written.
+ * @returns `out` (or the new array) holding the encoded blocks.
+ * @throws {TypeError} If `type` is not a type-info object, `x` not a Float32Array or `out` not
+ * a Uint8Array.
+ * @throws {RangeError} If `type` is unknown, does not match ggml's table or is not supported,
+ * `x.length` is not a whole number of blocks, `out` is too short, or (Q8_0, Q4_0) `x` holds a
+ * NaN or ±Infinity.
+ */
+export function quantizeRow(type: GgmlTypeInfo, x: Float32Array, out?: Uint8Array): Uint8Array {
+  const fn = "quantizeRow";
+  const t = resolveType(fn, type);
+  const encode = ENCODERS.get(t.id);
+  if (encode === undefined) {
+    throw new RangeError(`${fn}: ggml type ${t.name} (id ${t.id}) is not supported`);
+  }
+  assertF32(fn, "x", x);
+  const nBytes = checkElementCount(fn, "x.length", x.length, t) * t.typeSize;
+  let y: Uint8Array;
+  if (out === undefined) {
+    y = new Uint8Array(nBytes);
+  } else {
+    assertU8(fn, "out", out);
+    assertMinLength(fn, "out", out, nBytes);
+    y = out;
+  }
+  encode(x, y);
+  return y;
+}
+
+function f32Bits(x: Float32Array): Uint32Array {
+  return new Uint32Array(x.buffer, x.byteOffset, x.length);
+}
+
+function encodeF32(x: Float32Array, out: Uint8Array): void {
+  const n = x.length;
+  if (HOST_LITTLE_ENDIAN) {
+    out.set(new Uint8Array(x.buffer, x.byteOffset, n * 4));
+    return;
+  }
+  const u = f32Bits(x);
+  for (let i = 0; i < n; i++) {
+    const v = u[i];
+    out[4 * i] = v & 0xff;
+    out[4 * i + 1] = (v >>> 8) & 0xff;
+    out[4 * i + 2] = (v >>> 16) & 0xff;
+    out[4 * i + 3] = v >>> 24;
+  }
+}
+
+function encodeF16(x: Float32Array, out: Uint8Array): void {
+  const u = f32Bits(x);
+  for (let i = 0; i < x.length; i++) {
+    const bits = u[i];
+    // NaN: decided from the bits, as a NaN read into a JS number may lose its sign.
+    const h = (bits & 0x7fffffff) > 0x7f800000
+      ? ((bits >>> 16) & 0x8000) | 0x7e00
+      : f32ToF16Bits(x[i]);
+    out[2 * i] = h & 0xff;
+    out[2 * i + 1] = h >>> 8;
+  }
+}
+
+function encodeBF16(x: Float32Array, out: Uint8Array): void {
+  const u = f32Bits(x);
+  for (let i = 0; i < x.length; i++) {
+    const bits = u[i];
+    const h = (bits & 0x7fffffff) > 0x7f800000
+      ? (bits >>> 16) | 64
+      : Math.floor((bits + 0x7fff + ((bits >>> 16) & 1)) / 65536);
+    out[2 * i] = h & 0xff;
+    out[2 * i + 1] = (h >>> 8) & 0xff;
+  }
+}
+
+const ENCODERS: ReadonlyMap<number, Encoder> = new Map<number, Encoder>([
+  [0, encodeF32],
+  [1, encodeF16],
+  [30, encodeBF16],
+  [8, (x, out) => void quantizeQ8_0Into(x, out)],
+  [2, (x, out) => void quantizeQ4_0Into(x, out)],
+]);
