@@ -1,0 +1,373 @@
+/**
+ * Tiles: the unit of every weight matrix in `.cflow` and `.vflow` files.
+ * A matrix of `rows x cols` (Hugging Face orientation: out x in) is cut into
+ * tiles of at most 128 x 256, emitted stripe by stripe. Each tile is a
+ * 16-byte {@link TileHeader} followed by its payload; see docs/FORMAT.md.
+ *
+ * @module
+ */
+
+/** Tile height: output rows per tile. */
+export const TILE_ROWS = 128;
+/** Tile width: input columns per tile. */
+export const TILE_COLS = 256;
+/** Elements per quantization group (one f16 scale each). */
+export const QUANT_GROUP = 32;
+/** Size of a TileHeader. */
+export const TILE_HEADER_BYTES = 16;
+/** `expert_id` of tiles that belong to no expert. */
+export const NO_EXPERT = 0xff;
+
+/**
+ * Tile payload encodings.
+ *
+ * @example
+ * ```ts
+ * import { TILE_TYPE } from "./tile.ts";
+ * console.log(TILE_TYPE.Q4_0); // 1
+ * ```
+ */
+export const TILE_TYPE = { Q4_0: 1, Q8_0: 2, F32: 3 } as const;
+
+/**
+ * A tile encoding name.
+ *
+ * @example
+ * ```ts
+ * import type { TileTypeName } from "./tile.ts";
+ * const t: TileTypeName = "Q8_0";
+ * ```
+ */
+export type TileTypeName = keyof typeof TILE_TYPE;
+
+/**
+ * Name of a tile type id, or undefined for unknown ids.
+ *
+ * @example
+ * ```ts
+ * import { tileTypeName } from "./tile.ts";
+ * console.log(tileTypeName(2)); // "Q8_0"
+ * ```
+ */
+export function tileTypeName(id: number): TileTypeName | undefined {
+  for (const [name, value] of Object.entries(TILE_TYPE)) {
+    if (value === id) return name as TileTypeName;
+  }
+  return undefined;
+}
+
+/** Bytes of quantized data per group, by tile type (0 for F32). */
+function groupDataBytes(type: number): number {
+  return type === TILE_TYPE.Q4_0 ? 16 : type === TILE_TYPE.Q8_0 ? 32 : 0;
+}
+
+/**
+ * Groups per tile row: `ceil(cols / 32)` (the last group zero-padded).
+ *
+ * @example
+ * ```ts
+ * import { groupsPerRow } from "./tile.ts";
+ * console.log(groupsPerRow(33)); // 2
+ * ```
+ */
+export function groupsPerRow(cols: number): number {
+  return Math.ceil(cols / QUANT_GROUP);
+}
+
+/**
+ * Payload bytes (after the header) of a tile of `rows x cols` of a type.
+ *
+ * @example
+ * ```ts
+ * import { TILE_TYPE, tilePayloadBytes } from "./tile.ts";
+ * console.log(tilePayloadBytes(TILE_TYPE.Q4_0, 128, 256)); // 18432
+ * ```
+ */
+export function tilePayloadBytes(type: number, rows: number, cols: number): number {
+  if (type === TILE_TYPE.F32) return rows * cols * 4;
+  const groups = rows * groupsPerRow(cols);
+  return groups * 2 + groups * groupDataBytes(type);
+}
+
+/**
+ * Total bytes of a tile: header plus payload. A full Q4_0 tile is 18,448.
+ *
+ * @example
+ * ```ts
+ * import { TILE_TYPE, tileBytes } from "./tile.ts";
+ * console.log(tileBytes(TILE_TYPE.Q4_0, 128, 256)); // 18448
+ * ```
+ */
+export function tileBytes(type: number, rows: number, cols: number): number {
+  return TILE_HEADER_BYTES + tilePayloadBytes(type, rows, cols);
+}
+
+/**
+ * Total bytes of all tiles of a `rows x cols` matrix.
+ *
+ * @example
+ * ```ts
+ * import { matrixTileBytes, TILE_TYPE } from "./tile.ts";
+ * console.log(matrixTileBytes(TILE_TYPE.Q4_0, 128, 512)); // 36896
+ * ```
+ */
+export function matrixTileBytes(type: number, rows: number, cols: number): number {
+  let total = 0;
+  for (let r = 0; r < rows; r += TILE_ROWS) {
+    const tr = Math.min(TILE_ROWS, rows - r);
+    for (let c = 0; c < cols; c += TILE_COLS) {
+      total += tileBytes(type, tr, Math.min(TILE_COLS, cols - c));
+    }
+  }
+  return total;
+}
+
+/**
+ * The 16-byte header at the start of every tile.
+ *
+ * @example
+ * ```ts
+ * import type { TileHeader } from "./tile.ts";
+ * const h: TileHeader = {
+ *   layerId: 0, matrixId: 1, expertId: 0xff, rowOffset: 0, colOffset: 0,
+ *   tileRows: 128, tileCols: 256, quantGroup: 32,
+ * };
+ * ```
+ */
+export interface TileHeader {
+  /** Decoder layer (0xFFFF for the vocabulary section). */
+  layerId: number;
+  /** Which matrix (docs/FORMAT.md, matrix ids). */
+  matrixId: number;
+  /** Expert index, {@link NO_EXPERT} for non-expert tiles. */
+  expertId: number;
+  /** First output row covered. */
+  rowOffset: number;
+  /** First input column covered. */
+  colOffset: number;
+  /** Rows in this tile (1..128). */
+  tileRows: number;
+  /** Columns in this tile (1..256). */
+  tileCols: number;
+  /** 32 for Q4_0 and Q8_0 tiles, 0 for F32 tiles. */
+  quantGroup: number;
+}
+
+/**
+ * Writes a TileHeader at `offset` of `view`.
+ *
+ * @example
+ * ```ts
+ * import { encodeTileHeader, decodeTileHeader } from "./tile.ts";
+ * const v = new DataView(new ArrayBuffer(16));
+ * encodeTileHeader(v, 0, { layerId: 3, matrixId: 2, expertId: 255, rowOffset: 128,
+ *   colOffset: 256, tileRows: 128, tileCols: 256, quantGroup: 32 });
+ * console.log(decodeTileHeader(v, 0).rowOffset); // 128
+ * ```
+ */
+export function encodeTileHeader(view: DataView, offset: number, h: TileHeader): void {
+  view.setUint16(offset, h.layerId, true);
+  view.setUint8(offset + 2, h.matrixId);
+  view.setUint8(offset + 3, h.expertId);
+  view.setUint32(offset + 4, h.rowOffset, true);
+  view.setUint16(offset + 8, h.colOffset, true);
+  view.setUint16(offset + 10, h.tileRows, true);
+  view.setUint16(offset + 12, h.tileCols, true);
+  view.setUint16(offset + 14, h.quantGroup, true);
+}
+
+/**
+ * Reads a TileHeader at `offset` of `view`.
+ *
+ * @example
+ * ```ts
+ * import { decodeTileHeader } from "./tile.ts";
+ * const h = decodeTileHeader(new DataView(new ArrayBuffer(16)), 0);
+ * console.log(h.tileRows); // 0
+ * ```
+ */
+export function decodeTileHeader(view: DataView, offset: number): TileHeader {
+  return {
+    layerId: view.getUint16(offset, true),
+    matrixId: view.getUint8(offset + 2),
+    expertId: view.getUint8(offset + 3),
+    rowOffset: view.getUint32(offset + 4, true),
+    colOffset: view.getUint16(offset + 8, true),
+    tileRows: view.getUint16(offset + 10, true),
+    tileCols: view.getUint16(offset + 12, true),
+    quantGroup: view.getUint16(offset + 14, true),
+  };
+}
+
+/**
+ * A matrix as rows of quantized groups. Rows are delivered on request so a
+ * converter never holds a whole matrix of a large model.
+ *
+ * For Q4_0/Q8_0 each row is `groupsPerRow(cols)` ggml blocks (f16 scale then
+ * 16 or 32 bytes), exactly as in GGUF; for F32 each row is `cols` floats.
+ *
+ * @example
+ * ```ts
+ * import { TILE_TYPE, type RowMatrix } from "./tile.ts";
+ * const m: RowMatrix = {
+ *   type: TILE_TYPE.F32, rows: 1, cols: 2,
+ *   readRows: (start, count) => new Uint8Array(count * 8),
+ * };
+ * ```
+ */
+export interface RowMatrix {
+  /** Tile type of the rows delivered. */
+  type: number;
+  /** Rows (output features). */
+  rows: number;
+  /** Columns (input features). */
+  cols: number;
+  /** Bytes of rows [start, start + count), in the layout described above. */
+  readRows(start: number, count: number): Uint8Array;
+}
+
+/**
+ * Bytes of one row of a RowMatrix.
+ *
+ * @example
+ * ```ts
+ * import { rowBytes, TILE_TYPE } from "./tile.ts";
+ * console.log(rowBytes(TILE_TYPE.Q4_0, 64)); // 36
+ * ```
+ */
+export function rowBytes(type: number, cols: number): number {
+  if (type === TILE_TYPE.F32) return cols * 4;
+  return groupsPerRow(cols) * (2 + groupDataBytes(type));
+}
+
+/** Identity of the tiles of one matrix. */
+export interface TileIdentity {
+  /** Layer the weight belongs to (0xFFFF: vocabulary). */
+  layerId: number;
+  /** Matrix id (docs/FORMAT.md). */
+  matrixId: number;
+  /** Expert index (0xFF: none). */
+  expertId: number;
+}
+
+/**
+ * Encodes the tiles of one output stripe (rows [r0, r0 + stripeRows)) of a
+ * matrix, given that stripe's rows, into `out` at `offset`. Returns the new
+ * offset. Column tiles are emitted left to right.
+ *
+ * @example
+ * ```ts
+ * import { encodeStripe, TILE_TYPE, tileBytes } from "./tile.ts";
+ * const rows = new Uint8Array(2 * 3 * 4); // 2 rows x 3 f32 columns
+ * const out = new Uint8Array(tileBytes(TILE_TYPE.F32, 2, 3));
+ * encodeStripe(out, 0, TILE_TYPE.F32, { layerId: 0, matrixId: 1, expertId: 255 }, 0, 2, 3, rows);
+ * ```
+ */
+export function encodeStripe(
+  out: Uint8Array,
+  /** Absolute byte offset in the file. */
+  offset: number,
+  /** Storage type. */
+  type: number,
+  id: TileIdentity,
+  r0: number,
+  stripeRows: number,
+  /** Columns (input features). */
+  cols: number,
+  rowsData: Uint8Array,
+): number {
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  const rb = rowBytes(type, cols);
+  const gdb = groupDataBytes(type);
+  const blockBytes = 2 + gdb;
+  let pos = offset;
+  for (let c0 = 0; c0 < cols; c0 += TILE_COLS) {
+    const tc = Math.min(TILE_COLS, cols - c0);
+    encodeTileHeader(view, pos, {
+      layerId: id.layerId,
+      matrixId: id.matrixId,
+      expertId: id.expertId,
+      rowOffset: r0,
+      colOffset: c0,
+      tileRows: stripeRows,
+      tileCols: tc,
+      quantGroup: type === TILE_TYPE.F32 ? 0 : QUANT_GROUP,
+    });
+    pos += TILE_HEADER_BYTES;
+    if (type === TILE_TYPE.F32) {
+      for (let r = 0; r < stripeRows; r++) {
+        const src = r * rb + c0 * 4;
+        out.set(rowsData.subarray(src, src + tc * 4), pos);
+        pos += tc * 4;
+      }
+      continue;
+    }
+    const g0 = c0 / QUANT_GROUP;
+    const ng = groupsPerRow(tc);
+    // scales: [row][group] f16
+    for (let r = 0; r < stripeRows; r++) {
+      for (let g = 0; g < ng; g++) {
+        const src = r * rb + (g0 + g) * blockBytes;
+        out[pos++] = rowsData[src];
+        out[pos++] = rowsData[src + 1];
+      }
+    }
+    // data: [row][group][16 or 32 bytes]
+    for (let r = 0; r < stripeRows; r++) {
+      for (let g = 0; g < ng; g++) {
+        const src = r * rb + (g0 + g) * blockBytes + 2;
+        out.set(rowsData.subarray(src, src + gdb), pos);
+        pos += gdb;
+      }
+    }
+  }
+  return pos;
+}
+
+/**
+ * Decodes the payload of one tile back into row-layout bytes (ggml blocks or
+ * f32), writing row r of the tile at `dst[(r) * dstRowBytes + colByteOffset]`.
+ * The inverse of {@link encodeStripe} for a single tile.
+ *
+ * @example
+ * ```ts
+ * import { decodeTilePayload, TILE_TYPE } from "./tile.ts";
+ * const dst = new Uint8Array(8);
+ * decodeTilePayload(new Uint8Array(8), 0, TILE_TYPE.F32, 1, 2, dst, 8, 0);
+ * ```
+ */
+export function decodeTilePayload(
+  src: Uint8Array,
+  /** Absolute byte offset in the file. */
+  offset: number,
+  /** Storage type. */
+  type: number,
+  /** Rows per full tile (128). */
+  tileRows: number,
+  /** Columns per full tile (256). */
+  tileCols: number,
+  dst: Uint8Array,
+  dstRowBytes: number,
+  colByteOffset: number,
+): void {
+  if (type === TILE_TYPE.F32) {
+    for (let r = 0; r < tileRows; r++) {
+      const s = offset + r * tileCols * 4;
+      dst.set(src.subarray(s, s + tileCols * 4), r * dstRowBytes + colByteOffset);
+    }
+    return;
+  }
+  const gdb = groupDataBytes(type);
+  const ng = groupsPerRow(tileCols);
+  const dataStart = offset + tileRows * ng * 2;
+  for (let r = 0; r < tileRows; r++) {
+    for (let g = 0; g < ng; g++) {
+      const d = r * dstRowBytes + colByteOffset + g * (2 + gdb);
+      const s = offset + (r * ng + g) * 2;
+      dst[d] = src[s];
+      dst[d + 1] = src[s + 1];
+      const q = dataStart + (r * ng + g) * gdb;
+      dst.set(src.subarray(q, q + gdb), d + 2);
+    }
+  }
+}
