@@ -209,3 +209,36 @@ for (const name of ["llama", "qwen2"]) {
     }
   });
 }
+
+Deno.test("a Mixtral-style GGUF (3-D expert tensors) converts losslessly, one expert at a time", async () => {
+  for (const format of ["cflow", "vflow"] as const) {
+    const { src, parsed, out, file } = await convertInMemory(
+      tinyGguf("Q8_0", 5, false, 4),
+      "q8_0",
+      format,
+    );
+    assert.equal(file.geometry.experts, 4);
+    assert.equal(file.geometry.ffnHidden, 0);
+    const t = ggmlTypeByName("Q8_0")!;
+    for (let l = 0; l < TINY.layers; l++) {
+      const bank = file.experts.get(l)!;
+      for (
+        const [name, entry] of [["gate", bank.gate], ["up", bank.up], ["down", bank.down]] as const
+      ) {
+        const info = tensorByName(parsed, `blk.${l}.ffn_${name}_exps.weight`)!;
+        const all = dequantizeRow(t, readTensorBytes(src, info), info.elements);
+        const per = info.elements / 4;
+        for (let e = 0; e < 4; e++) {
+          const got = dequantizeRow(t, untile(out, file, entry, e), per);
+          assert.deepEqual(
+            got,
+            all.subarray(e * per, (e + 1) * per),
+            `${format} layer ${l} expert ${e} ${name}`,
+          );
+        }
+      }
+      const router = findEntry(file, l, MATRIX.ROUTER)!;
+      assert.equal(router.rows, 4);
+    }
+  }
+});

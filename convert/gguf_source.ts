@@ -130,6 +130,8 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
   }
   const vocab = embd.dims[1] ?? 1;
   const experts = getInt(gguf, key("expert_count"), 0);
+  const denseFfn = tensorByName(gguf, "blk.0.ffn_gate.weight") !== undefined ||
+    tensorByName(gguf, "blk.0.ffn_up.weight") !== undefined;
   const extra: Record<string, unknown> = {
     rope_theta: getFloat(gguf, key("rope.freq_base"), 10000),
     rms_norm_eps: getFloat(gguf, key("attention.layer_norm_rms_epsilon"), 1e-5),
@@ -155,10 +157,14 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
     heads,
     kvHeads: getInt(gguf, key("attention.head_count_kv"), heads),
     headDim: getInt(gguf, key("attention.key_length"), Math.floor(hidden / heads)),
-    ffnHidden: getInt(gguf, key("feed_forward_length"), 0),
+    // Mixtral-style GGUFs have no dense FFN and give the expert width as
+    // feed_forward_length; Qwen-MoE-style ones give expert_feed_forward_length.
+    ffnHidden: denseFfn ? getInt(gguf, key("feed_forward_length"), 0) : 0,
     experts,
     topK: getInt(gguf, key("expert_used_count"), 0),
-    expertFfnHidden: getInt(gguf, key("expert_feed_forward_length"), 0),
+    expertFfnHidden: experts > 0
+      ? getInt(gguf, key("expert_feed_forward_length"), getInt(gguf, key("feed_forward_length"), 0))
+      : 0,
     vocab,
     slidingWindow: getInt(gguf, key("attention.sliding_window"), 0),
     slidingPattern: architecture === "gemma3" ? 6 : 0,

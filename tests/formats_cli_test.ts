@@ -56,6 +56,7 @@ Deno.test({
         const out = `${dir}/smollm2.${format}`;
         const conv = await cflow(["convert", SMOLLM2, out]);
         assert.equal(conv.code, 0, conv.stderr);
+        assert.equal(conv.stderr, "", "piped, convert prints no progress");
         const r = await json(["inspect", out, "--json"]);
         assert.equal(r.format, format);
         assert.equal(r.version, format === "cflow" ? 5 : 1);
@@ -147,4 +148,34 @@ Deno.test("convert of a hostile file exits non-zero, names the file, and leaves 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+const haveScript = (() => {
+  try {
+    return Deno.statSync("/usr/bin/script").isFile;
+  } catch {
+    return false;
+  }
+})();
+
+Deno.test({
+  name: "on a terminal convert shows a progress bar (bytes, rate, ETA)",
+  ignore: !haveScript,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "cflow-pty-" });
+    try {
+      const fixture = `${ROOT}tests/fixtures/hf/llama`;
+      const cmd = `${ROOT}cflow convert ${fixture} ${dir}/x.cflow`;
+      const out = await new Deno.Command("/usr/bin/script", {
+        args: ["-qec", cmd, "/dev/null"],
+        env: { CFLOW_KERNELS: "", CFLOW_THREADS: "" },
+        stdin: "null",
+      }).output();
+      const text = new TextDecoder().decode(out.stdout);
+      assert.equal(out.code, 0, text);
+      assert.match(text, /\[#+\] 100% [0-9.]+\/[0-9.]+ MB [0-9.]+ MB\/s ETA \d+s/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

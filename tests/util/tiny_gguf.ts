@@ -48,7 +48,7 @@ function blocks(rng: Rng, type: string, rows: number, cols: number): Uint8Array 
  * console.log(tinyGguf("Q4_0").length > 0); // true
  * ```
  */
-export function tinyGguf(weightType: string, seed = 1, tied = false): Uint8Array {
+export function tinyGguf(weightType: string, seed = 1, tied = false, experts = 0): Uint8Array {
   const rng = new Rng(seed);
   const t = TINY;
   const u32 = (v: number): GgufValue => ({ type: "u32", value: v });
@@ -63,6 +63,9 @@ export function tinyGguf(weightType: string, seed = 1, tied = false): Uint8Array
     ["llama.attention.layer_norm_rms_epsilon", { type: "f32", value: 1e-5 }],
     ["llama.context_length", u32(256)],
   ];
+  if (experts > 0) {
+    metadata.push(["llama.expert_count", u32(experts)], ["llama.expert_used_count", u32(2)]);
+  }
   const tensors: GgufWriteTensor[] = [];
   const mat = (name: string, rows: number, cols: number, type = weightType) =>
     tensors.push({
@@ -81,9 +84,29 @@ export function tinyGguf(weightType: string, seed = 1, tied = false): Uint8Array
     mat(`blk.${l}.attn_v.weight`, t.kvHeads * t.headDim, t.hidden);
     mat(`blk.${l}.attn_output.weight`, t.hidden, t.heads * t.headDim);
     vec(`blk.${l}.ffn_norm.weight`, t.hidden);
-    mat(`blk.${l}.ffn_gate.weight`, t.ffn, t.hidden);
-    mat(`blk.${l}.ffn_up.weight`, t.ffn, t.hidden);
-    mat(`blk.${l}.ffn_down.weight`, t.hidden, t.ffn);
+    if (experts === 0) {
+      mat(`blk.${l}.ffn_gate.weight`, t.ffn, t.hidden);
+      mat(`blk.${l}.ffn_up.weight`, t.ffn, t.hidden);
+      mat(`blk.${l}.ffn_down.weight`, t.hidden, t.ffn);
+    } else {
+      // Mixtral layout: the router, then 3-D expert tensors ne = [cols, rows, experts].
+      tensors.push({
+        name: `blk.${l}.ffn_gate_inp.weight`,
+        dims: [t.hidden, experts],
+        type: ggmlTypeByName("F32")!,
+        data: blocks(rng, "F32", experts, t.hidden),
+      });
+      const exps = (name: string, rows: number, cols: number) =>
+        tensors.push({
+          name,
+          dims: [cols, rows, experts],
+          type: ggmlTypeByName(weightType)!,
+          data: blocks(rng, weightType, rows * experts, cols),
+        });
+      exps(`blk.${l}.ffn_gate_exps.weight`, t.ffn, t.hidden);
+      exps(`blk.${l}.ffn_up_exps.weight`, t.ffn, t.hidden);
+      exps(`blk.${l}.ffn_down_exps.weight`, t.hidden, t.ffn);
+    }
   }
   vec("output_norm.weight", t.hidden);
   if (!tied) mat("output.weight", t.vocab, t.hidden);
