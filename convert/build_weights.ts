@@ -75,7 +75,6 @@ export interface MatrixReport {
 const TYPE_OF: Record<TargetQuant, number> = {
   q4_0: TILE_TYPE.Q4_0,
   q8_0: TILE_TYPE.Q8_0,
-  /** f32 arrays: the values, produced when written. */
   f32: TILE_TYPE.F32,
 };
 const TYPE_NAME: Record<number, string> = { 1: "Q4_0", 2: "Q8_0", 3: "F32" };
@@ -93,21 +92,16 @@ const MATRIX_OF: Record<Role, number> = {
   k_norm: MATRIX.K_NORM,
   post_attn_norm: MATRIX.POST_ATTN_NORM,
   ffn_norm: MATRIX.FFN_NORM,
-  /** The gate projection. */
   gate: MATRIX.GATE,
-  /** The up projection. */
   up: MATRIX.UP,
-  /** The down projection. */
   down: MATRIX.DOWN,
   post_ffn_norm: MATRIX.POST_FFN_NORM,
-  /** The router (experts x hidden), stored as f32. */
   router: MATRIX.ROUTER,
   expert_gate: MATRIX.EXPERT_GATE,
   expert_up: MATRIX.EXPERT_UP,
   expert_down: MATRIX.EXPERT_DOWN,
   token_embd: MATRIX.TOKEN_EMBD,
   output_norm: MATRIX.OUTPUT_NORM,
-  /** Path written. */
   output: MATRIX.OUTPUT,
 };
 

@@ -126,7 +126,6 @@ async function fingerprint(path: string): Promise<string> {
  */
 export async function convertFile(
   input: string,
-  /** Path written. */
   output: string,
   options: ConvertOptions,
 ): Promise<ConvertResult> {

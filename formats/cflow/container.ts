@@ -616,7 +616,6 @@ export interface BlockHeader {
  */
 export function encodeBlockDirectory(
   h: BlockHeader,
-  /** The block's directory entries. */
   entries: readonly EntryDescriptor[],
 ): Uint8Array {
   const out = new Uint8Array(BLOCK_HEADER_BYTES + entries.length * ENTRY_BYTES);

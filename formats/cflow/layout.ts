@@ -379,9 +379,7 @@ export function planCflow(model: ModelWeights): FilePlan {
  */
 export function vflowGroups(
   layers: number,
-  /** Window of sliding-attention layers (0: none). */
   slidingWindow: number,
-  /** Every n-th layer is global, the others slide (0: none). */
   slidingPattern: number,
 ): { firstLayer: number; layerCount: number }[] {
   const isSliding = (l: number) =>

@@ -61,17 +61,11 @@ import {
 
 /** Caps on what a header may declare. */
 export const LIMITS = {
-  /** Number of decoder layers. */
   layers: 1024,
-  /** Model width d. */
   hidden: 1 << 17,
-  /** Query heads. */
   heads: 1024,
-  /** FFN-stage weights in consumption order. */
   ffn: 1 << 20,
-  /** Number of experts (0 for dense models). */
   experts: 1024,
-  /** Vocabulary size. */
   vocab: 1 << 22,
   metadataBytes: 256 << 20,
   entriesPerBlock: 1 << 16,
@@ -192,84 +186,46 @@ function validateGeometry(
 }
 
 const GLOBAL_OFFSETS: Record<string, number> = {
-  /** Model width d. */
   hidden: 12,
-  /** Number of decoder layers. */
   layers: 16,
-  /** Query heads. */
   heads: 20,
-  /** Key/value heads. */
   kvHeads: 24,
-  /** Dimension of one attention head. */
   headDim: 28,
-  /** Dense FFN width (0: none). */
   ffnHidden: 32,
-  /** Number of experts (0 for dense models). */
   experts: 36,
-  /** Experts selected per token. */
   topK: 40,
-  /** FFN width of each expert. */
   expertFfnHidden: 44,
-  /** Vocabulary size. */
   vocab: 48,
-  /** Rows per full tile (128). */
   tileRows: 52,
-  /** Columns per full tile (256). */
   tileCols: 54,
-  /** Elements per quantization group (32). */
   quantGroup: 56,
-  /** Tile type of the weight matrices (1 Q4_0, 2 Q8_0, 3 F32). */
   quantType: 58,
-  /** Architecture id (docs/FORMAT.md). */
   archId: 59,
-  /** Window of sliding-attention layers (0: none). */
   slidingWindow: 60,
-  /** Every n-th layer is global, the others slide (0: none). */
   slidingPattern: 64,
-  /** Dense-FFN pipelining delay in layers. */
   denseDelay: 65,
-  /** Expert pipelining delay in layers. */
   expertDelay: 66,
-  /** How dense FFN and expert outputs combine (0 ParallelSqrt2, 1 DelayedSum, 2 AsyncExperts). */
   combineStyle: 67,
-  /** Feature bits: embedding scale, V-norm, tied embeddings. */
   featureFlags: 68,
-  /** Final logit soft-cap (0: disabled). */
   finalLogitSoftcap: 72,
 };
 
 const VFLOW_OFFSETS: Record<string, number> = {
-  /** Model width d. */
   hidden: 12,
-  /** Number of decoder layers. */
   layers: 16,
-  /** Query heads. */
   heads: 20,
-  /** Key/value heads. */
   kvHeads: 22,
-  /** Dimension of one attention head. */
   headDim: 24,
-  /** Rows per full tile (128). */
   tileRows: 26,
-  /** Columns per full tile (256). */
   tileCols: 28,
-  /** Tile type of the weight matrices (1 Q4_0, 2 Q8_0, 3 F32). */
   quantType: 30,
-  /** Feature bits: embedding scale, V-norm, tied embeddings. */
   featureFlags: 31,
-  /** Dense FFN width (0: none). */
   ffnHidden: 32,
-  /** Vocabulary size. */
   vocab: 36,
-  /** Number of experts (0 for dense models). */
   experts: 40,
-  /** Experts selected per token. */
   topK: 42,
-  /** Dense-FFN pipelining delay in layers. */
   denseDelay: 43,
-  /** Expert pipelining delay in layers. */
   expertDelay: 44,
-  /** How dense FFN and expert outputs combine (0 ParallelSqrt2, 1 DelayedSum, 2 AsyncExperts). */
   combineStyle: 45,
 };
 
@@ -330,17 +286,22 @@ function readSectionTable(c: Checker, offset: number, expected: number): Section
   return out;
 }
 
-/** Walks the tiles of a run and checks every TileHeader against the entries. */
-function checkTiles(
-  c: Checker,
-  members: EntryDescriptor[],
+/**
+ * Visits every tile of a run (one matrix, or several interleaved by output
+ * stripe) in file order; returns the offset after the last tile.
+ */
+function walkTiles(
+  members: readonly EntryDescriptor[],
   start: number,
-  /** Length in bytes. */
-  length: number,
-  /** Decoder layer index. */
-  layer: number,
-  expert: number,
-  field: string,
+  visit: (
+    m: EntryDescriptor,
+    r0: number,
+    c0: number,
+    tr: number,
+    tc: number,
+    pos: number,
+    size: number,
+  ) => void,
 ): number {
   const stripes = Math.max(...members.map((m) => Math.ceil(m.rows / TILE_ROWS)));
   let pos = start;
@@ -352,24 +313,7 @@ function checkTiles(
       for (let c0 = 0; c0 < m.cols; c0 += TILE_COLS) {
         const tc = Math.min(TILE_COLS, m.cols - c0);
         const size = tileBytes(m.tileType, tr, tc);
-        c.check(pos + size <= start + length, field, pos, "tiles run past their entry");
-        const h = decodeTileHeader(
-          new DataView(c.src.read(pos, TILE_HEADER_BYTES, field).buffer),
-          0,
-        );
-        const want: TileHeader = {
-          layerId: layer,
-          matrixId: m.matrixId,
-          expertId: expert,
-          rowOffset: r0,
-          colOffset: c0,
-          tileRows: tr,
-          tileCols: tc,
-          quantGroup: m.tileType === TILE_TYPE.F32 ? 0 : QUANT_GROUP,
-        };
-        for (const [k, v] of Object.entries(want) as [keyof TileHeader, number][]) {
-          if (h[k] !== v) c.fail(`${field}.tile(${r0},${c0}).${k}`, pos, `${h[k]}, expected ${v}`);
-        }
+        visit(m, r0, c0, tr, tc, pos, size);
         pos += size;
       }
     }
@@ -377,15 +321,45 @@ function checkTiles(
   return pos;
 }
 
+/** Walks the tiles of a run and checks every TileHeader against the entries. */
+function checkTiles(
+  c: Checker,
+  members: EntryDescriptor[],
+  start: number,
+  length: number,
+  layer: number,
+  expert: number,
+  field: string,
+): number {
+  return walkTiles(members, start, (m, r0, c0, tr, tc, pos, size) => {
+    c.check(pos + size <= start + length, field, pos, "tiles run past their entry");
+    const h = decodeTileHeader(
+      new DataView(c.src.read(pos, TILE_HEADER_BYTES, field).buffer),
+      0,
+    );
+    const want: TileHeader = {
+      layerId: layer,
+      matrixId: m.matrixId,
+      expertId: expert,
+      rowOffset: r0,
+      colOffset: c0,
+      tileRows: tr,
+      tileCols: tc,
+      quantGroup: m.tileType === TILE_TYPE.F32 ? 0 : QUANT_GROUP,
+    };
+    for (const [k, v] of Object.entries(want) as [keyof TileHeader, number][]) {
+      if (h[k] !== v) c.fail(`${field}.tile(${r0},${c0}).${k}`, pos, `${h[k]}, expected ${v}`);
+    }
+  });
+}
+
 function readBlock(
   c: Checker,
   g: Geometry,
-  /** Absolute byte offset in the file. */
   offset: number,
   limit: number,
   expectStage: number,
   expectLayer: number,
-  /** Number of experts (0 for dense models). */
   experts: Map<number, ExpertBank>,
 ): Block {
   const src = c.src;
@@ -1016,9 +990,7 @@ export function readTiledFile(
  */
 export function findEntry(
   file: TiledFile,
-  /** Decoder layer index. */
   layer: number,
-  /** Matrix id (docs/FORMAT.md). */
   matrixId: number,
 ): EntryDescriptor | undefined {
   for (const b of file.blocks) {
@@ -1043,7 +1015,6 @@ export function findEntry(
  */
 export function untile(
   src: ByteSource,
-  /** Path of the file or directory. */
   file: TiledFile,
   entry: EntryDescriptor,
   expert?: number,
@@ -1076,27 +1047,14 @@ export function untile(
   }
   const rb = rowBytes(entry.tileType, entry.cols);
   const out = new Uint8Array(entry.rows * rb);
-  const stripes = Math.max(...members.map((m) => Math.ceil(m.rows / TILE_ROWS)));
-  let pos = start;
-  for (let s = 0; s < stripes; s++) {
-    for (const m of members) {
-      const r0 = s * TILE_ROWS;
-      if (r0 >= m.rows) continue;
-      const tr = Math.min(TILE_ROWS, m.rows - r0);
-      for (let c0 = 0; c0 < m.cols; c0 += TILE_COLS) {
-        const tc = Math.min(TILE_COLS, m.cols - c0);
-        const size = tileBytes(m.tileType, tr, tc);
-        if (m.matrixId === entry.matrixId) {
-          const tile = src.read(pos + TILE_HEADER_BYTES, size - TILE_HEADER_BYTES, "tile");
-          const colBytes = m.tileType === TILE_TYPE.F32
-            ? c0 * 4
-            : (c0 / QUANT_GROUP) * (rb / groupsPerRow(m.cols));
-          decodeTilePayload(tile, 0, m.tileType, tr, tc, out.subarray(r0 * rb), rb, colBytes);
-        }
-        pos += size;
-      }
-    }
-  }
+  walkTiles(members, start, (m, r0, c0, tr, tc, pos, size) => {
+    if (m.matrixId !== entry.matrixId) return;
+    const tile = src.read(pos + TILE_HEADER_BYTES, size - TILE_HEADER_BYTES, "tile");
+    const colBytes = m.tileType === TILE_TYPE.F32
+      ? c0 * 4
+      : (c0 / QUANT_GROUP) * (rb / groupsPerRow(m.cols));
+    decodeTilePayload(tile, 0, m.tileType, tr, tc, out.subarray(r0 * rb), rb, colBytes);
+  });
   return out;
 }
 

@@ -265,14 +265,11 @@ export interface TileIdentity {
  */
 export function encodeStripe(
   out: Uint8Array,
-  /** Absolute byte offset in the file. */
   offset: number,
-  /** Storage type. */
   type: number,
   id: TileIdentity,
   r0: number,
   stripeRows: number,
-  /** Columns (input features). */
   cols: number,
   rowsData: Uint8Array,
 ): number {
@@ -338,13 +335,9 @@ export function encodeStripe(
  */
 export function decodeTilePayload(
   src: Uint8Array,
-  /** Absolute byte offset in the file. */
   offset: number,
-  /** Storage type. */
   type: number,
-  /** Rows per full tile (128). */
   tileRows: number,
-  /** Columns per full tile (256). */
   tileCols: number,
   dst: Uint8Array,
   dstRowBytes: number,

@@ -120,9 +120,7 @@ class Cursor {
 /** Writes the tiles of a run: one matrix, or several interleaved by output stripe. */
 async function writeTiles(
   cur: Cursor,
-  /** The weights of the run. */
   items: readonly WeightItem[],
-  /** Decoder layer index. */
   layer: number,
   expert: number,
 ): Promise<void> {
@@ -255,7 +253,6 @@ export async function writeModel(
   model: ModelWeights,
   format: "cflow" | "vflow",
   sink: Sink,
-  /** Called with bytes written and the total. */
   progress?: Progress,
 ): Promise<FilePlan> {
   checkModel(model);

@@ -264,15 +264,27 @@ inline fn scaleOne(w: anytype, x: *const BlockQ8_0) @Vector(8, f32) {
     return @splat(abi.f16ToF32(w.d) * abi.f16ToF32(x.d));
 }
 
-/// Dot product of one Q4_0 row with a Q8_0 activation vector.
-pub fn dotQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
+/// The integer lane functions of one weight block type.
+fn Lanes(comptime W: type) type {
+    return struct {
+        const avx2 = if (W == BlockQ4_0) lanesQ4_0x1Avx2 else lanesQ8_0x1Avx2;
+        const vnni1 = if (W == BlockQ4_0) lanesQ4_0x1Vnni else lanesQ8_0x1Vnni;
+        const vnni2 = if (W == BlockQ4_0) lanesQ4_0x2 else lanesQ8_0x2;
+        const reference = if (W == BlockQ4_0) scalar.dotQ4_0 else scalar.dotQ8_0;
+    };
+}
+
+/// Dot product of one quantized row (Q4_0 or Q8_0 blocks) with a Q8_0
+/// activation vector: integer partial sums per block, scaled and summed in f32.
+fn dotRow(comptime W: type, w: []const W, x: []const BlockQ8_0) f32 {
     assert(w.len == x.len);
+    const L = Lanes(W);
     switch (variant) {
-        .scalar => return scalar.dotQ4_0(w, x),
+        .scalar => return L.reference(w, x),
         .avx2 => {
             var acc: @Vector(8, f32) = @splat(0);
             for (w, x) |*wb, *xb| {
-                const l: @Vector(8, f32) = @floatFromInt(lanesQ4_0x1Avx2(wb, xb));
+                const l: @Vector(8, f32) = @floatFromInt(L.avx2(wb, xb));
                 acc = @mulAdd(@Vector(8, f32), l, scaleOne(wb, xb), acc);
             }
             return @reduce(.Add, acc);
@@ -281,12 +293,12 @@ pub fn dotQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
             var acc: @Vector(16, f32) = @splat(0);
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
-                const l: @Vector(16, f32) = @floatFromInt(lanesQ4_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]));
+                const l: @Vector(16, f32) = @floatFromInt(L.vnni2(&w[i], &w[i + 1], &x[i], &x[i + 1]));
                 acc = @mulAdd(@Vector(16, f32), l, scalePair(&w[i], &w[i + 1], &x[i], &x[i + 1]), acc);
             }
             var total = @reduce(.Add, acc);
             if (i < w.len) {
-                const l: @Vector(8, f32) = @floatFromInt(lanesQ4_0x1Vnni(&w[i], &x[i]));
+                const l: @Vector(8, f32) = @floatFromInt(L.vnni1(&w[i], &x[i]));
                 total += @reduce(.Add, l * scaleOne(&w[i], &x[i]));
             }
             return total;
@@ -294,34 +306,14 @@ pub fn dotQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
     }
 }
 
+/// Dot product of one Q4_0 row with a Q8_0 activation vector.
+pub fn dotQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0) f32 {
+    return dotRow(BlockQ4_0, w, x);
+}
+
 /// Dot product of one Q8_0 row with a Q8_0 activation vector.
 pub fn dotQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0) f32 {
-    assert(w.len == x.len);
-    switch (variant) {
-        .scalar => return scalar.dotQ8_0(w, x),
-        .avx2 => {
-            var acc: @Vector(8, f32) = @splat(0);
-            for (w, x) |*wb, *xb| {
-                const l: @Vector(8, f32) = @floatFromInt(lanesQ8_0x1Avx2(wb, xb));
-                acc = @mulAdd(@Vector(8, f32), l, scaleOne(wb, xb), acc);
-            }
-            return @reduce(.Add, acc);
-        },
-        .avx512vnni => {
-            var acc: @Vector(16, f32) = @splat(0);
-            var i: usize = 0;
-            while (i + 2 <= w.len) : (i += 2) {
-                const l: @Vector(16, f32) = @floatFromInt(lanesQ8_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]));
-                acc = @mulAdd(@Vector(16, f32), l, scalePair(&w[i], &w[i + 1], &x[i], &x[i + 1]), acc);
-            }
-            var total = @reduce(.Add, acc);
-            if (i < w.len) {
-                const l: @Vector(8, f32) = @floatFromInt(lanesQ8_0x1Vnni(&w[i], &x[i]));
-                total += @reduce(.Add, l * scaleOne(&w[i], &x[i]));
-            }
-            return total;
-        },
-    }
+    return dotRow(BlockQ8_0, w, x);
 }
 
 /// Rows [row_begin, row_end) of y = W x, W stored row-major as `blocks_per_row`
