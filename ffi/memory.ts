@@ -107,6 +107,11 @@ export abstract class MemoryRegion {
     return length === dst.length ? dst : dst.subarray(0, length);
   }
 
+  /** @internal The library's handle for this region (0 once closed); ffi/ only. */
+  get handle(): number {
+    return this.#handle;
+  }
+
   /** True once {@link close} ran. */
   get closed(): boolean {
     return this.#handle === 0;

@@ -39,3 +39,5 @@ export {
   VARIANTS,
 } from "./symbols.ts";
 export type { Advice, CpuFeature, KernelSymbols, VariantName } from "./symbols.ts";
+export { attention, tilesMatvec } from "./model_kernels.ts";
+export type { Activation, KvBuffer } from "./model_kernels.ts";

@@ -91,6 +91,52 @@ export const symbols = {
   cf_gelu_mul: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "i32" },
   // int32_t cf_stream_read(const uint8_t *p, size_t len, uint64_t *out)
   cf_stream_read: { parameters: ["buffer", "usize", "buffer"], result: "i32" },
+  // int32_t cf_tiles_matvec(int32_t handle, size_t offset, size_t length, uint32_t tile_type,
+  //     size_t cols, uint32_t n_members, const uint32_t *member_rows, const uint8_t *xq,
+  //     size_t xq_len, const float *xf, size_t xf_len, float *y, size_t y_len)
+  cf_tiles_matvec: {
+    parameters: [
+      "i32",
+      "usize",
+      "usize",
+      "u32",
+      "usize",
+      "u32",
+      "buffer",
+      "buffer",
+      "usize",
+      "buffer",
+      "usize",
+      "buffer",
+      "usize",
+    ],
+    result: "i32",
+  },
+  // int32_t cf_attention(const float *q, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+  //     const void *k_cache, const void *v_cache, uint32_t kv_type, size_t cache_len,
+  //     uint32_t first, uint32_t n_pos, float scale, float softcap,
+  //     float *scores, size_t scores_len, float *out, size_t out_len)
+  cf_attention: {
+    parameters: [
+      "buffer",
+      "u32",
+      "u32",
+      "u32",
+      "buffer",
+      "buffer",
+      "u32",
+      "usize",
+      "u32",
+      "u32",
+      "f32",
+      "f32",
+      "buffer",
+      "usize",
+      "buffer",
+      "usize",
+    ],
+    result: "i32",
+  },
   // int32_t cf_map_file(const uint8_t *path, size_t path_len, uint64_t out[2])
   cf_map_file: { parameters: ["buffer", "usize", "buffer"], result: "i32" },
   // int32_t cf_alloc(size_t len, size_t alignment, uint64_t out[2])

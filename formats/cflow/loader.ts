@@ -67,6 +67,11 @@ export class LoadedTiledFile {
     return this.bytes(span.offset, span.length);
   }
 
+  /** The mapped region (for kernels that read tiles in place). */
+  get region(): MappedFile {
+    return this.#mapped;
+  }
+
   /** Unmaps the file; views become empty. */
   close(): void {
     this.#mapped.close();

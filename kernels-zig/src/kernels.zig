@@ -118,9 +118,9 @@ extern fn @"llvm.x86.avx2.pmadd.wd"(V16i16, V16i16) V8i32;
 
 /// Two Q4_0 blocks against two Q8_0 blocks with VNNI. Lanes 0..7 hold
 /// partial sums of block a, lanes 8..15 those of block b.
-inline fn lanesQ4_0x2(wa: *const BlockQ4_0, wb: *const BlockQ4_0, xa: *const BlockQ8_0, xb: *const BlockQ8_0) V16i32 {
-    const qa: @Vector(16, u8) = wa.qs;
-    const qb: @Vector(16, u8) = wb.qs;
+inline fn lanesQ4_0x2(wa: *const [16]u8, wb: *const [16]u8, xa: *const [32]i8, xb: *const [32]i8) V16i32 {
+    const qa: @Vector(16, u8) = wa.*;
+    const qb: @Vector(16, u8) = wb.*;
     const lo_mask: @Vector(16, u8) = @splat(0x0f);
     const four: @Vector(16, u3) = @splat(4);
     const a_lo = qa & lo_mask;
@@ -130,8 +130,8 @@ inline fn lanesQ4_0x2(wa: *const BlockQ4_0, wb: *const BlockQ4_0, xa: *const Blo
     const a: @Vector(32, u8) = std.simd.join(a_lo, a_hi);
     const b: @Vector(32, u8) = std.simd.join(b_lo, b_hi);
     const w: @Vector(64, u8) = std.simd.join(a, b);
-    const xav: @Vector(32, i8) = xa.qs;
-    const xbv: @Vector(32, i8) = xb.qs;
+    const xav: @Vector(32, i8) = xa.*;
+    const xbv: @Vector(32, i8) = xb.*;
     const x: @Vector(64, i8) = std.simd.join(xav, xbv);
     const zero: V16i32 = @splat(0);
     const ones: @Vector(64, u8) = @splat(1);
@@ -142,12 +142,12 @@ inline fn lanesQ4_0x2(wa: *const BlockQ4_0, wb: *const BlockQ4_0, xa: *const Blo
 }
 
 /// One Q4_0 block against one Q8_0 block with 256-bit VNNI (8 partial lanes).
-inline fn lanesQ4_0x1Vnni(w: *const BlockQ4_0, x: *const BlockQ8_0) V8i32 {
-    const q: @Vector(16, u8) = w.qs;
+inline fn lanesQ4_0x1Vnni(w: *const [16]u8, x: *const [32]i8) V8i32 {
+    const q: @Vector(16, u8) = w.*;
     const lo = q & @as(@Vector(16, u8), @splat(0x0f));
     const hi = q >> @as(@Vector(16, u3), @splat(4));
     const wv: @Vector(32, u8) = std.simd.join(lo, hi);
-    const xv: @Vector(32, i8) = x.qs;
+    const xv: @Vector(32, i8) = x.*;
     const zero: V8i32 = @splat(0);
     const ones: @Vector(32, u8) = @splat(1);
     const wx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(wv), @bitCast(xv));
@@ -158,12 +158,12 @@ inline fn lanesQ4_0x1Vnni(w: *const BlockQ4_0, x: *const BlockQ8_0) V8i32 {
 /// Two Q8_0 weight blocks against two Q8_0 activation blocks with VNNI.
 /// vpdpbusd wants one unsigned operand: w ^ 0x80 = w + 128 as u8, so
 /// sum(w * x) = sum((w + 128) * x) - 128 * sum(x), exact for every byte.
-inline fn lanesQ8_0x2(wa: *const BlockQ8_0, wb: *const BlockQ8_0, xa: *const BlockQ8_0, xb: *const BlockQ8_0) V16i32 {
-    const wav: @Vector(32, u8) = @bitCast(wa.qs);
-    const wbv: @Vector(32, u8) = @bitCast(wb.qs);
+inline fn lanesQ8_0x2(wa: *const [32]i8, wb: *const [32]i8, xa: *const [32]i8, xb: *const [32]i8) V16i32 {
+    const wav: @Vector(32, u8) = @bitCast(wa.*);
+    const wbv: @Vector(32, u8) = @bitCast(wb.*);
     const w: @Vector(64, u8) = std.simd.join(wav, wbv) ^ @as(@Vector(64, u8), @splat(0x80));
-    const xav: @Vector(32, i8) = xa.qs;
-    const xbv: @Vector(32, i8) = xb.qs;
+    const xav: @Vector(32, i8) = xa.*;
+    const xbv: @Vector(32, i8) = xb.*;
     const x: @Vector(64, i8) = std.simd.join(xav, xbv);
     const zero: V16i32 = @splat(0);
     const ones: @Vector(64, u8) = @splat(1);
@@ -172,9 +172,9 @@ inline fn lanesQ8_0x2(wa: *const BlockQ8_0, wb: *const BlockQ8_0, xa: *const Blo
     return wx - (sx << @splat(7));
 }
 
-inline fn lanesQ8_0x1Vnni(w: *const BlockQ8_0, x: *const BlockQ8_0) V8i32 {
-    const wv: @Vector(32, u8) = @as(@Vector(32, u8), @bitCast(w.qs)) ^ @as(@Vector(32, u8), @splat(0x80));
-    const xv: @Vector(32, i8) = x.qs;
+inline fn lanesQ8_0x1Vnni(w: *const [32]i8, x: *const [32]i8) V8i32 {
+    const wv: @Vector(32, u8) = @as(@Vector(32, u8), @bitCast(w.*)) ^ @as(@Vector(32, u8), @splat(0x80));
+    const xv: @Vector(32, i8) = x.*;
     const zero: V8i32 = @splat(0);
     const ones: @Vector(32, u8) = @splat(1);
     const wx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(wv), @bitCast(xv));
@@ -184,21 +184,21 @@ inline fn lanesQ8_0x1Vnni(w: *const BlockQ8_0, x: *const BlockQ8_0) V8i32 {
 
 /// AVX2: one Q4_0 block. vpmaddubsw(q, x) pairs stay within i16
 /// (|2 * 15 * 128| < 2^15), and so does the 8 * sum(x) correction.
-inline fn lanesQ4_0x1Avx2(w: *const BlockQ4_0, x: *const BlockQ8_0) V8i32 {
-    const q: @Vector(16, u8) = w.qs;
+inline fn lanesQ4_0x1Avx2(w: *const [16]u8, x: *const [32]i8) V8i32 {
+    const q: @Vector(16, u8) = w.*;
     const lo = q & @as(@Vector(16, u8), @splat(0x0f));
     const hi = q >> @as(@Vector(16, u3), @splat(4));
     const wv: @Vector(32, u8) = std.simd.join(lo, hi);
-    const xv: @Vector(32, i8) = x.qs;
+    const xv: @Vector(32, i8) = x.*;
     const wx = @"llvm.x86.avx2.pmadd.ub.sw"(wv, xv);
     const sx = @"llvm.x86.avx2.pmadd.ub.sw"(@splat(8), xv);
     return @"llvm.x86.avx2.pmadd.wd"(wx - sx, @splat(1));
 }
 
 /// AVX2: one Q8_0 block, widened to i16 so that every byte value is exact.
-inline fn lanesQ8_0x1Avx2(w: *const BlockQ8_0, x: *const BlockQ8_0) V8i32 {
-    const wv: @Vector(32, i8) = w.qs;
-    const xv: @Vector(32, i8) = x.qs;
+inline fn lanesQ8_0x1Avx2(w: *const [32]i8, x: *const [32]i8) V8i32 {
+    const wv: @Vector(32, i8) = w.*;
+    const xv: @Vector(32, i8) = x.*;
     const w16: @Vector(32, i16) = wv;
     const x16: @Vector(32, i16) = xv;
     const w_lo: V16i16 = std.simd.extract(w16, 0, 16);
@@ -217,16 +217,16 @@ pub fn blockDotsQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0, out: []i32) voi
             o.* = scalar.blockDotQ4_0(wb, xb);
         },
         .avx2 => for (w, x, out) |*wb, *xb, *o| {
-            o.* = @reduce(.Add, lanesQ4_0x1Avx2(wb, xb));
+            o.* = @reduce(.Add, lanesQ4_0x1Avx2(&wb.qs, &xb.qs));
         },
         .avx512vnni => {
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
-                const l = lanesQ4_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]);
+                const l = lanesQ4_0x2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs);
                 out[i] = @reduce(.Add, std.simd.extract(l, 0, 8));
                 out[i + 1] = @reduce(.Add, std.simd.extract(l, 8, 8));
             }
-            if (i < w.len) out[i] = @reduce(.Add, lanesQ4_0x1Vnni(&w[i], &x[i]));
+            if (i < w.len) out[i] = @reduce(.Add, lanesQ4_0x1Vnni(&w[i].qs, &x[i].qs));
         },
     }
 }
@@ -240,16 +240,16 @@ pub fn blockDotsQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0, out: []i32) voi
             o.* = scalar.blockDotQ8_0(wb, xb);
         },
         .avx2 => for (w, x, out) |*wb, *xb, *o| {
-            o.* = @reduce(.Add, lanesQ8_0x1Avx2(wb, xb));
+            o.* = @reduce(.Add, lanesQ8_0x1Avx2(&wb.qs, &xb.qs));
         },
         .avx512vnni => {
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
-                const l = lanesQ8_0x2(&w[i], &w[i + 1], &x[i], &x[i + 1]);
+                const l = lanesQ8_0x2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs);
                 out[i] = @reduce(.Add, std.simd.extract(l, 0, 8));
                 out[i + 1] = @reduce(.Add, std.simd.extract(l, 8, 8));
             }
-            if (i < w.len) out[i] = @reduce(.Add, lanesQ8_0x1Vnni(&w[i], &x[i]));
+            if (i < w.len) out[i] = @reduce(.Add, lanesQ8_0x1Vnni(&w[i].qs, &x[i].qs));
         },
     }
 }
@@ -284,7 +284,7 @@ fn dotRow(comptime W: type, w: []const W, x: []const BlockQ8_0) f32 {
         .avx2 => {
             var acc: @Vector(8, f32) = @splat(0);
             for (w, x) |*wb, *xb| {
-                const l: @Vector(8, f32) = @floatFromInt(L.avx2(wb, xb));
+                const l: @Vector(8, f32) = @floatFromInt(L.avx2(&wb.qs, &xb.qs));
                 acc = @mulAdd(@Vector(8, f32), l, scaleOne(wb, xb), acc);
             }
             return @reduce(.Add, acc);
@@ -293,12 +293,12 @@ fn dotRow(comptime W: type, w: []const W, x: []const BlockQ8_0) f32 {
             var acc: @Vector(16, f32) = @splat(0);
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
-                const l: @Vector(16, f32) = @floatFromInt(L.vnni2(&w[i], &w[i + 1], &x[i], &x[i + 1]));
+                const l: @Vector(16, f32) = @floatFromInt(L.vnni2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs));
                 acc = @mulAdd(@Vector(16, f32), l, scalePair(&w[i], &w[i + 1], &x[i], &x[i + 1]), acc);
             }
             var total = @reduce(.Add, acc);
             if (i < w.len) {
-                const l: @Vector(8, f32) = @floatFromInt(L.vnni1(&w[i], &x[i]));
+                const l: @Vector(8, f32) = @floatFromInt(L.vnni1(&w[i].qs, &x[i].qs));
                 total += @reduce(.Add, l * scaleOne(&w[i], &x[i]));
             }
             return total;
@@ -333,6 +333,237 @@ pub fn matvecRowsQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0, y: []f32, row_
     assert(row_begin <= row_end and row_end <= y.len);
     assert(w.len >= row_end * nb);
     for (row_begin..row_end) |r| y[r] = dotQ8_0(w[r * nb ..][0..nb], x);
+}
+
+// ---------------------------------------------------------------------------
+// Tiled matrices (.cflow/.vflow): one output stripe of one matrix at a time.
+// A tile is a 16-byte header, f16 scales [rows][groups], then quantized data
+// [rows][groups][16 or 32 bytes] (Q4_0, Q8_0), or f32 [rows][cols] (F32).
+// ---------------------------------------------------------------------------
+
+pub const tile_rows_max: usize = 128;
+pub const tile_cols_max: usize = 256;
+pub const tile_header_bytes: usize = 16;
+
+pub const TileType = enum(u32) { q4_0 = 1, q8_0 = 2, f32 = 3 };
+
+fn groupBytes(comptime t: TileType) usize {
+    return switch (t) {
+        .q4_0 => 16,
+        .q8_0 => 32,
+        .f32 => 0,
+    };
+}
+
+/// Bytes of one tile of `rows x cols`.
+pub fn tileBytes(t: TileType, rows: usize, cols: usize) usize {
+    const groups = rows * ((cols + qk - 1) / qk);
+    return tile_header_bytes + switch (t) {
+        .q4_0 => groups * (2 + 16),
+        .q8_0 => groups * (2 + 32),
+        .f32 => rows * cols * 4,
+    };
+}
+
+/// Bytes of one output stripe (rows [r0, r0 + tr)) of a matrix: its column tiles.
+pub fn stripeBytes(t: TileType, tr: usize, cols: usize) usize {
+    var total: usize = 0;
+    var c0: usize = 0;
+    while (c0 < cols) : (c0 += tile_cols_max) total += tileBytes(t, tr, @min(tile_cols_max, cols - c0));
+    return total;
+}
+
+inline fn f16At(p: [*]const u8) f32 {
+    return abi.f16ToF32(@as(u16, p[0]) | (@as(u16, p[1]) << 8));
+}
+
+/// Integer lanes of one (or two) quantized groups against Q8_0 activations.
+fn QLanes(comptime t: TileType) type {
+    return struct {
+        const G = if (t == .q4_0) [16]u8 else [32]i8;
+        inline fn one(w: *const G, x: *const [32]i8) V8i32 {
+            return switch (variant) {
+                .avx512vnni => if (t == .q4_0) lanesQ4_0x1Vnni(w, x) else lanesQ8_0x1Vnni(w, x),
+                .avx2 => if (t == .q4_0) lanesQ4_0x1Avx2(w, x) else lanesQ8_0x1Avx2(w, x),
+                .scalar => unreachable,
+            };
+        }
+        inline fn two(wa: *const G, wb: *const G, xa: *const [32]i8, xb: *const [32]i8) V16i32 {
+            return if (t == .q4_0) lanesQ4_0x2(wa, wb, xa, xb) else lanesQ8_0x2(wa, wb, xa, xb);
+        }
+        fn scalarGroup(w: *const G, x: *const [32]i8) i32 {
+            var sum: i32 = 0;
+            if (t == .q4_0) {
+                for (0..16) |j| {
+                    sum += (@as(i32, w[j] & 15) - 8) * @as(i32, x[j]);
+                    sum += (@as(i32, w[j] >> 4) - 8) * @as(i32, x[j + 16]);
+                }
+            } else {
+                for (0..32) |j| sum += @as(i32, w[j]) * @as(i32, x[j]);
+            }
+            return sum;
+        }
+    };
+}
+
+/// y[r] for r in [0, tr) = row r of the stripe at `base` times x (Q8_0
+/// blocks covering `cols`, zero-padded to whole groups). Column tiles are
+/// summed left to right; each tile's row dot is computed group by group.
+fn stripeQuant(comptime t: TileType, base: [*]const u8, tr: usize, cols: usize, x: []const BlockQ8_0, y: []f32) void {
+    assert(tr >= 1 and tr <= tile_rows_max);
+    assert(y.len == tr and x.len * qk >= cols);
+    const gb = groupBytes(t);
+    const L = QLanes(t);
+    @memset(y, 0);
+    var pos: usize = 0;
+    var c0: usize = 0;
+    while (c0 < cols) : (c0 += tile_cols_max) {
+        const tc = @min(tile_cols_max, cols - c0);
+        const ng = (tc + qk - 1) / qk;
+        const xs = x[c0 / qk ..][0..ng];
+        const scales = base + pos + tile_header_bytes;
+        const data = scales + tr * ng * 2;
+        for (0..tr) |r| {
+            const srow = scales + r * ng * 2;
+            const drow = data + r * ng * gb;
+            var acc: f32 = 0;
+            switch (variant) {
+                .scalar => for (0..ng) |g| {
+                    const w: *const L.G = @ptrCast(drow + g * gb);
+                    const isum = L.scalarGroup(w, &xs[g].qs);
+                    acc += @as(f32, @floatFromInt(isum)) * (f16At(srow + g * 2) * abi.f16ToF32(xs[g].d));
+                },
+                .avx2 => {
+                    var v: @Vector(8, f32) = @splat(0);
+                    for (0..ng) |g| {
+                        const w: *const L.G = @ptrCast(drow + g * gb);
+                        const l: @Vector(8, f32) = @floatFromInt(L.one(w, &xs[g].qs));
+                        v = @mulAdd(@Vector(8, f32), l, @splat(f16At(srow + g * 2) * abi.f16ToF32(xs[g].d)), v);
+                    }
+                    acc = @reduce(.Add, v);
+                },
+                .avx512vnni => {
+                    var v: @Vector(16, f32) = @splat(0);
+                    var g: usize = 0;
+                    while (g + 2 <= ng) : (g += 2) {
+                        const wa: *const L.G = @ptrCast(drow + g * gb);
+                        const wb: *const L.G = @ptrCast(drow + (g + 1) * gb);
+                        const l: @Vector(16, f32) = @floatFromInt(L.two(wa, wb, &xs[g].qs, &xs[g + 1].qs));
+                        const sa: @Vector(8, f32) = @splat(f16At(srow + g * 2) * abi.f16ToF32(xs[g].d));
+                        const sb: @Vector(8, f32) = @splat(f16At(srow + (g + 1) * 2) * abi.f16ToF32(xs[g + 1].d));
+                        v = @mulAdd(@Vector(16, f32), l, std.simd.join(sa, sb), v);
+                    }
+                    acc = @reduce(.Add, v);
+                    if (g < ng) {
+                        const w: *const L.G = @ptrCast(drow + g * gb);
+                        const l: @Vector(8, f32) = @floatFromInt(L.one(w, &xs[g].qs));
+                        acc += @reduce(.Add, l) * (f16At(srow + g * 2) * abi.f16ToF32(xs[g].d));
+                    }
+                },
+            }
+            y[r] += acc;
+        }
+        pos += tileBytes(t, tr, tc);
+    }
+}
+
+/// The same for F32 tiles with f32 activations.
+fn stripeF32(base: [*]const u8, tr: usize, cols: usize, x: []const f32, y: []f32) void {
+    assert(tr >= 1 and tr <= tile_rows_max);
+    assert(y.len == tr and x.len >= cols);
+    @memset(y, 0);
+    var pos: usize = 0;
+    var c0: usize = 0;
+    while (c0 < cols) : (c0 += tile_cols_max) {
+        const tc = @min(tile_cols_max, cols - c0);
+        const w: [*]align(1) const f32 = @ptrCast(base + pos + tile_header_bytes);
+        for (0..tr) |r| {
+            const row = w + r * tc;
+            const V = @Vector(lanes, f32);
+            var v: V = @splat(0);
+            var c: usize = 0;
+            if (lanes > 1) {
+                while (c + lanes <= tc) : (c += lanes) {
+                    const a: V = row[c..][0..lanes].*;
+                    const b: V = x[c0 + c ..][0..lanes].*;
+                    v = @mulAdd(V, a, b, v);
+                }
+            }
+            var acc: f32 = @reduce(.Add, v);
+            while (c < tc) : (c += 1) acc += row[c] * x[c0 + c];
+            y[r] += acc;
+        }
+        pos += tileBytes(.f32, tr, tc);
+    }
+}
+
+/// One output stripe of a tiled matrix: dispatches on the tile type.
+pub fn tileStripe(t: TileType, base: [*]const u8, tr: usize, cols: usize, xq: []const BlockQ8_0, xf: []const f32, y: []f32) void {
+    switch (t) {
+        .q4_0 => stripeQuant(.q4_0, base, tr, cols, xq, y),
+        .q8_0 => stripeQuant(.q8_0, base, tr, cols, xq, y),
+        .f32 => stripeF32(base, tr, cols, xf, y),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Attention for one query head over a KV cache.
+// ---------------------------------------------------------------------------
+
+/// out = softmax(scale * q.K[j] (soft-capped), j in [first, n_pos)) . V.
+/// K and V rows are `stride` elements apart; this head's values start at
+/// `head_offset`. `scores` holds n_pos floats of scratch.
+pub fn attentionHead(
+    comptime T: type,
+    q: []const f32,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    scores: []f32,
+    out: []f32,
+) void {
+    const hd = q.len;
+    assert(first < n_pos and scores.len >= n_pos and out.len == hd);
+    var m: f32 = -std.math.inf(f32);
+    for (first..n_pos) |j| {
+        const krow = k + j * stride + head_offset;
+        var dot: f32 = 0;
+        const V = @Vector(lanes, f32);
+        var acc: V = @splat(0);
+        var d: usize = 0;
+        if (lanes > 1) {
+            while (d + lanes <= hd) : (d += lanes) {
+                const kv: @Vector(lanes, T) = krow[d..][0..lanes].*;
+                const kf: V = if (T == f32) kv else @floatCast(kv);
+                const qv: V = q[d..][0..lanes].*;
+                acc = @mulAdd(V, qv, kf, acc);
+            }
+        }
+        dot = @reduce(.Add, acc);
+        while (d < hd) : (d += 1) dot += q[d] * @as(f32, @floatCast(krow[d]));
+        var sc = dot * scale;
+        if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+        scores[j] = sc;
+        m = @max(m, sc);
+    }
+    var sum: f32 = 0;
+    for (first..n_pos) |j| {
+        const e = @exp(scores[j] - m);
+        scores[j] = e;
+        sum += e;
+    }
+    const inv = 1.0 / sum;
+    @memset(out, 0);
+    for (first..n_pos) |j| {
+        const p = scores[j] * inv;
+        const vrow = v + j * stride + head_offset;
+        for (0..hd) |d| out[d] += p * @as(f32, @floatCast(vrow[d]));
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -724,4 +955,75 @@ test "streamRead folds every byte" {
     while (i < whole) : (i += 8) expect ^= std.mem.readInt(u64, buf[i..][0..8], .little);
     while (i < buf.len) : (i += 1) expect ^= buf[i];
     try testing.expectEqual(expect, streamRead(&buf));
+}
+
+test "tiled stripes equal row-major dots" {
+    var prng = std.Random.DefaultPrng.init(99);
+    const rng = prng.random();
+    const cols = 300; // two column tiles, a partial group
+    const tr = 5;
+    const ng_total = (cols + 31) / 32;
+    var x: [ng_total]BlockQ8_0 = undefined;
+    randomQ8Blocks(rng, &x, false);
+    // padding of the last activation group: zero
+    for (cols % 32..32) |j| x[ng_total - 1].qs[j] = 0;
+    inline for (.{ TileType.q4_0, TileType.q8_0 }) |t| {
+        const gb = groupBytes(t);
+        var buf: [2 * (16 + tr * 8 * (2 + 32))]u8 = undefined;
+        var rows: [tr][ng_total]if (t == .q4_0) BlockQ4_0 else BlockQ8_0 = undefined;
+        for (&rows) |*row| {
+            if (t == .q4_0) randomQ4Blocks(rng, row) else randomQ8Blocks(rng, row, true);
+        }
+        // build the two tiles
+        var pos: usize = 0;
+        var c0: usize = 0;
+        while (c0 < cols) : (c0 += 256) {
+            const tc = @min(256, cols - c0);
+            const ng = (tc + 31) / 32;
+            @memset(buf[pos..][0..16], 0);
+            const sc = pos + 16;
+            const dt = sc + tr * ng * 2;
+            for (0..tr) |r| for (0..ng) |g| {
+                const b = &rows[r][c0 / 32 + g];
+                buf[sc + (r * ng + g) * 2] = @truncate(b.d);
+                buf[sc + (r * ng + g) * 2 + 1] = @truncate(b.d >> 8);
+                @memcpy(buf[dt + (r * ng + g) * gb ..][0..gb], std.mem.asBytes(&b.qs));
+            };
+            pos += tileBytes(t, tr, tc);
+        }
+        var y: [tr]f32 = undefined;
+        tileStripe(t, &buf, tr, cols, &x, &[_]f32{}, &y);
+        for (0..tr) |r| {
+            const want = if (t == .q4_0) scalar.dotQ4_0(&rows[r], &x) else scalar.dotQ8_0(&rows[r], &x);
+            const mag = if (t == .q4_0) absTermsQ4(&rows[r], &x) else absTermsQ8(&rows[r], &x);
+            try expectCloseMag(want, y[r], 1e-5, mag);
+        }
+    }
+}
+
+test "attention over an f16 cache matches a plain softmax" {
+    const hd = 8;
+    var q: [hd]f32 = .{ 0.5, -1, 0.25, 2, 0, 1, -0.5, 0.75 };
+    var kc: [4 * hd]f16 = undefined;
+    var vc: [4 * hd]f16 = undefined;
+    for (&kc, &vc, 0..) |*a, *b, i| {
+        a.* = @floatCast(@as(f32, @floatFromInt(@as(i32, @intCast(i % 7)) - 3)) * 0.25);
+        b.* = @floatCast(@as(f32, @floatFromInt(i)) * 0.125);
+    }
+    var scores: [4]f32 = undefined;
+    var out: [hd]f32 = undefined;
+    attentionHead(f16, &q, &kc, &vc, hd, 0, 1, 4, 0.35, 0, &scores, &out);
+    var w: [4]f64 = undefined;
+    var total: f64 = 0;
+    for (1..4) |j| {
+        var d: f64 = 0;
+        for (0..hd) |i| d += q[i] * @as(f64, @floatCast(kc[j * hd + i]));
+        w[j] = @exp(d * 0.35);
+        total += w[j];
+    }
+    for (0..hd) |i| {
+        var want: f64 = 0;
+        for (1..4) |j| want += w[j] / total * @as(f64, @floatCast(vc[j * hd + i]));
+        try expectClose(@floatCast(want), out[i], 1e-5);
+    }
 }

@@ -195,6 +195,27 @@ pub fn copyOut(handle: i32, offset: usize, dst: []u8) i32 {
     return abi.Status.ok.code();
 }
 
+/// The address of [offset, offset + len) of a live region, or a status code
+/// (as a negative number in `err`) when the handle or the range is bad.
+pub fn rangePtr(handle: i32, offset: usize, len: usize, err: *i32) ?[*]const u8 {
+    lock.lock();
+    defer lock.unlock();
+    const r = lookup(handle, .map) orelse lookup(handle, .alloc) orelse {
+        err.* = abi.Status.handle.code();
+        return null;
+    };
+    const end = std.math.add(usize, offset, len) catch {
+        err.* = abi.Status.overflow.code();
+        return null;
+    };
+    if (end > r.len or len == 0) {
+        err.* = abi.Status.range.code();
+        return null;
+    }
+    const base: [*]const u8 = @ptrFromInt(r.ptr);
+    return base + offset;
+}
+
 /// Writes the pointer and length of a live region.
 pub fn view(handle: i32, out: *View) i32 {
     lock.lock();

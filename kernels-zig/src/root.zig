@@ -410,6 +410,215 @@ export fn cf_stream_read(p: ?*const anyopaque, len: usize, out: ?*anyopaque) i32
 }
 
 // ---------------------------------------------------------------------------
+// Tiled matrices and attention
+// ---------------------------------------------------------------------------
+
+const kern = struct {
+    const tile_rows: usize = 128;
+    const tile_cols: usize = 256;
+    fn tileBytes(t: u32, rows: usize, cols: usize) usize {
+        const groups = rows * ((cols + qk - 1) / qk);
+        return 16 + switch (t) {
+            1 => groups * 18,
+            2 => groups * 34,
+            else => rows * cols * 4,
+        };
+    }
+    fn stripeBytes(t: u32, tr: usize, cols: usize) usize {
+        var total: usize = 0;
+        var c0: usize = 0;
+        while (c0 < cols) : (c0 += tile_cols) total += tileBytes(t, tr, @min(tile_cols, cols - c0));
+        return total;
+    }
+};
+
+pub const max_members: usize = 8;
+
+const TilesCtx = struct {
+    t: *const Table,
+    tile_type: u32,
+    base: [*]const u8,
+    cols: usize,
+    n_members: usize,
+    rows: [max_members]usize,
+    stripes: [max_members]usize,
+    full: [max_members]usize,
+    last: [max_members]usize,
+    y_off: [max_members]usize,
+    xq: [*]const abi.BlockQ8_0,
+    xq_len: usize,
+    xf: [*]const f32,
+    xf_len: usize,
+    y: [*]f32,
+
+    /// Bytes of member m's stripes [0, s).
+    fn before(self: *const TilesCtx, m: usize, s: usize) usize {
+        const ns = self.stripes[m];
+        if (s >= ns) return (ns - 1) * self.full[m] + self.last[m];
+        return s * self.full[m];
+    }
+
+    fn run(ctx: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const TilesCtx = @ptrCast(@alignCast(ctx));
+        for (begin..end) |s| {
+            var pos: usize = 0;
+            for (0..self.n_members) |m| pos += self.before(m, s);
+            for (0..self.n_members) |m| {
+                if (s >= self.stripes[m]) continue;
+                const r0 = s * kern.tile_rows;
+                const tr = @min(kern.tile_rows, self.rows[m] - r0);
+                self.t.tile_stripe(self.tile_type, self.base + pos, tr, self.cols, self.xq, self.xq_len, self.xf, self.xf_len, self.y + self.y_off[m] + r0);
+                pos += if (s + 1 == self.stripes[m]) self.last[m] else self.full[m];
+            }
+        }
+    }
+};
+
+/// int32_t cf_tiles_matvec(int32_t handle, size_t offset, size_t length, uint32_t tile_type,
+///     size_t cols, uint32_t n_members, const uint32_t *member_rows,
+///     const uint8_t *xq, size_t xq_len, const float *xf, size_t xf_len, float *y, size_t y_len)
+///
+/// y = W x for the tiled run [offset, offset + length) of a mapped region:
+/// one matrix, or up to 8 interleaved by output stripe (fused Q/K/V,
+/// gate/up), whose outputs land one after another in y. Quantized tiles
+/// take Q8_0 activations (xq), F32 tiles f32 ones (xf).
+export fn cf_tiles_matvec(handle: i32, offset: usize, length: usize, tile_type: u32, cols: usize, n_members: u32, member_rows: ?*const anyopaque, xq: ?*const anyopaque, xq_len: usize, xf: ?*const anyopaque, xf_len: usize, y: ?*anyopaque, y_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return tilesMatvec(t, handle, offset, length, tile_type, cols, n_members, member_rows, xq, xq_len, xf, xf_len, y, y_len) catch |e| statusOf(e);
+}
+
+fn tilesMatvec(t: *const Table, handle: i32, offset: usize, length: usize, tile_type: u32, cols: usize, n_members: u32, member_rows: ?*const anyopaque, xq_raw: ?*const anyopaque, xq_len: usize, xf_raw: ?*const anyopaque, xf_len: usize, y_raw: ?*anyopaque, y_len: usize) CheckError!i32 {
+    if (tile_type < 1 or tile_type > 3 or cols == 0 or cols > (1 << 20)) return error.InvalidArg;
+    if (n_members == 0 or n_members > max_members) return error.InvalidArg;
+    const rows_in = try typed(u32, member_rows);
+    var ctx = TilesCtx{
+        .t = t,
+        .tile_type = tile_type,
+        .base = undefined,
+        .cols = cols,
+        .n_members = n_members,
+        .rows = undefined,
+        .stripes = undefined,
+        .full = undefined,
+        .last = undefined,
+        .y_off = undefined,
+        .xq = undefined,
+        .xq_len = 0,
+        .xf = undefined,
+        .xf_len = 0,
+        .y = try typedMut(f32, y_raw),
+    };
+    var total_rows: usize = 0;
+    var expected: usize = 0;
+    var max_stripes: usize = 0;
+    for (0..n_members) |m| {
+        const rows: usize = rows_in[m];
+        if (rows == 0) return error.InvalidArg;
+        ctx.rows[m] = rows;
+        ctx.stripes[m] = (rows + kern.tile_rows - 1) / kern.tile_rows;
+        ctx.full[m] = kern.stripeBytes(tile_type, @min(kern.tile_rows, rows), cols);
+        ctx.last[m] = kern.stripeBytes(tile_type, rows - (ctx.stripes[m] - 1) * kern.tile_rows, cols);
+        ctx.y_off[m] = total_rows;
+        total_rows = std.math.add(usize, total_rows, rows) catch return error.Overflow;
+        expected += (ctx.stripes[m] - 1) * ctx.full[m] + ctx.last[m];
+        max_stripes = @max(max_stripes, ctx.stripes[m]);
+    }
+    if (expected != length) return error.Length;
+    try need(y_len, total_rows);
+    if (tile_type == 3) {
+        ctx.xf = try typed(f32, xf_raw);
+        try need(xf_len, cols);
+        ctx.xf_len = xf_len;
+        ctx.xq = @ptrFromInt(@alignOf(abi.BlockQ8_0));
+    } else {
+        ctx.xq = try typed(abi.BlockQ8_0, xq_raw);
+        const groups = (cols + qk - 1) / qk;
+        try need(xq_len, try mul(groups, abi.q8_0_block_bytes));
+        ctx.xq_len = groups;
+        ctx.xf = @ptrFromInt(@alignOf(f32));
+    }
+    var err: i32 = 0;
+    ctx.base = memory.rangePtr(handle, offset, length, &err) orelse return err;
+    runPooled(.{ .run = TilesCtx.run, .ctx = &ctx, .items = max_stripes, .chunk = 1 });
+    return ok();
+}
+
+const AttnCtx = struct {
+    t: *const Table,
+    kv_type: u32,
+    q: [*]const f32,
+    hd: usize,
+    group: usize,
+    k: *const anyopaque,
+    v: *const anyopaque,
+    stride: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    scores: [*]f32,
+    out: [*]f32,
+
+    fn run(ctx: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const AttnCtx = @ptrCast(@alignCast(ctx));
+        for (begin..end) |h| {
+            const kvh = h / self.group;
+            self.t.attention_head(self.kv_type, self.q + h * self.hd, self.hd, self.k, self.v, self.stride, kvh * self.hd, self.first, self.n_pos, self.scale, self.softcap, self.scores + h * self.n_pos, self.out + h * self.hd);
+        }
+    }
+};
+
+/// int32_t cf_attention(const float *q, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+///     const void *k_cache, const void *v_cache, uint32_t kv_type, size_t cache_len,
+///     uint32_t first, uint32_t n_pos, float scale, float softcap,
+///     float *scores, size_t scores_len, float *out, size_t out_len)
+///
+/// Grouped-query attention of one token over cache rows [first, n_pos):
+/// rows are n_kv_heads * head_dim values (kv_type 1 = f32, 2 = f16); query
+/// head h reads KV head h / (n_heads / n_kv_heads).
+export fn cf_attention(q: ?*const anyopaque, n_heads: u32, n_kv_heads: u32, head_dim: u32, k_cache: ?*const anyopaque, v_cache: ?*const anyopaque, kv_type: u32, cache_len: usize, first: u32, n_pos: u32, scale: f32, softcap: f32, scores: ?*anyopaque, scores_len: usize, out: ?*anyopaque, out_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    return attention(t, q, n_heads, n_kv_heads, head_dim, k_cache, v_cache, kv_type, cache_len, first, n_pos, scale, softcap, scores, scores_len, out, out_len) catch |e| statusOf(e);
+}
+
+fn attention(t: *const Table, q_raw: ?*const anyopaque, n_heads: u32, n_kv: u32, hd: u32, k_raw: ?*const anyopaque, v_raw: ?*const anyopaque, kv_type: u32, cache_len: usize, first: u32, n_pos: u32, scale: f32, softcap: f32, scores_raw: ?*anyopaque, scores_len: usize, out_raw: ?*anyopaque, out_len: usize) CheckError!i32 {
+    if (n_heads == 0 or n_kv == 0 or hd == 0 or n_heads % n_kv != 0) return error.InvalidArg;
+    if (kv_type != 1 and kv_type != 2) return error.InvalidArg;
+    if (n_pos == 0 or first >= n_pos) return error.InvalidArg;
+    if (!std.math.isFinite(scale) or !std.math.isFinite(softcap) or softcap < 0) return error.InvalidArg;
+    const stride = try mul(n_kv, hd);
+    try need(cache_len, try mul(n_pos, stride));
+    try need(scores_len, try mul(n_heads, n_pos));
+    try need(out_len, try mul(n_heads, hd));
+    const q = try typed(f32, q_raw);
+    if (kv_type == 1) {
+        _ = try typed(f32, k_raw);
+        _ = try typed(f32, v_raw);
+    } else {
+        _ = try typed(f16, k_raw);
+        _ = try typed(f16, v_raw);
+    }
+    var ctx = AttnCtx{
+        .t = t,
+        .kv_type = kv_type,
+        .q = q,
+        .hd = hd,
+        .group = n_heads / n_kv,
+        .k = k_raw.?,
+        .v = v_raw.?,
+        .stride = stride,
+        .first = first,
+        .n_pos = n_pos,
+        .scale = scale,
+        .softcap = softcap,
+        .scores = try typedMut(f32, scores_raw),
+        .out = try typedMut(f32, out_raw),
+    };
+    runPooled(.{ .run = AttnCtx.run, .ctx = &ctx, .items = n_heads, .chunk = 1 });
+    return ok();
+}
+
+// ---------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ pub const Table = struct {
     silu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
     gelu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
     stream_read: *const fn ([*]const u8, usize) callconv(.c) u64,
+    tile_stripe: *const fn (u32, [*]const u8, usize, usize, [*]const abi.BlockQ8_0, usize, [*]const f32, usize, [*]f32) callconv(.c) void,
+    attention_head: *const fn (u32, [*]const f32, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32, [*]f32) callconv(.c) void,
 
     /// Binds the table to the symbols exported by one variant object.
     pub fn bind(comptime variant_name: []const u8) Table {

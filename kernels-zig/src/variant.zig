@@ -65,6 +65,21 @@ fn streamRead(p: [*]const u8, n: usize) callconv(.c) u64 {
     return k.streamRead(p[0..n]);
 }
 
+fn tileStripe(t: u32, base: [*]const u8, tr: usize, cols: usize, xq: [*]const abi.BlockQ8_0, xq_len: usize, xf: [*]const f32, xf_len: usize, y: [*]f32) callconv(.c) void {
+    assert(t >= 1 and t <= 3 and tr >= 1);
+    k.tileStripe(@enumFromInt(t), base, tr, cols, xq[0..xq_len], xf[0..xf_len], y[0..tr]);
+}
+
+/// kv_type: 1 = f32 cache, 2 = f16 cache.
+fn attentionHead(kv_type: u32, q: [*]const f32, hd: usize, kc: *const anyopaque, vc: *const anyopaque, stride: usize, head_offset: usize, first: usize, n_pos: usize, scale: f32, softcap: f32, scores: [*]f32, out: [*]f32) callconv(.c) void {
+    assert(hd >= 1 and first < n_pos);
+    switch (kv_type) {
+        1 => k.attentionHead(f32, q[0..hd], @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, scores[0..n_pos], out[0..hd]),
+        2 => k.attentionHead(f16, q[0..hd], @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, scores[0..n_pos], out[0..hd]),
+        else => unreachable,
+    }
+}
+
 comptime {
     // Every field of the dispatch table is exported under the variant's prefix.
     const impls = .{
@@ -79,6 +94,8 @@ comptime {
         .silu_mul = &siluMul,
         .gelu_mul = &geluMul,
         .stream_read = &streamRead,
+        .tile_stripe = &tileStripe,
+        .attention_head = &attentionHead,
     };
     for (std.meta.fields(Table)) |field| {
         const f: field.type = @field(impls, field.name);

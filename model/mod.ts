@@ -1,0 +1,17 @@
+/**
+ * Running models: configuration from a `.cflow`/`.vflow` file and the
+ * forward pass.
+ *
+ * ```ts ignore
+ * import { Transformer } from "./mod.ts";
+ * using model = Transformer.load("smollm2.cflow");
+ * const logits = model.forward(1, 0);
+ * ```
+ *
+ * @module
+ */
+
+export { modelConfig, ropeFrequencies } from "./config.ts";
+export type { ModelConfig, RopeScaling } from "./config.ts";
+export { Transformer } from "./transformer.ts";
+export type { TransformerOptions } from "./transformer.ts";
