@@ -11,7 +11,7 @@
  * @module
  */
 
-export { modelConfig, ropeFrequencies } from "./config.ts";
+export { ropeFrequencies } from "./config.ts";
 export type { ModelConfig, RopeScaling } from "./config.ts";
 export { Transformer } from "./transformer.ts";
 export type { TransformerOptions } from "./transformer.ts";
