@@ -1,0 +1,46 @@
+/**
+ * Chat prompts from a model's own Jinja chat template.
+ *
+ * - {@link chatTemplateFrom}: the template of a model, from GGUF metadata
+ *   (`tokenizer.chat_template`) or a `tokenizer_config.json` object (`chat_template`), or an
+ *   override; {@link NoChatTemplateError} when there is none.
+ * - {@link renderChat}: messages to a prompt string, as transformers' `apply_chat_template`
+ *   renders them (jinja2 with `trim_blocks`, `lstrip_blocks`, `raise_exception`,
+ *   `strftime_now`), interpreted by npm `@huggingface/jinja` within limits;
+ *   {@link ChatTemplateError} for templates that fail.
+ *
+ * @example
+ * ```ts
+ * import { chatTemplateFrom, renderChat } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const config = {
+ *   chat_template: "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}" +
+ *     "{% if add_generation_prompt %}<assistant>{% endif %}",
+ * };
+ * const { template, source } = chatTemplateFrom(config, { model: "tokenizer_config.json" });
+ * const prompt = renderChat(template, [{ role: "user", content: "Hi" }], {
+ *   addGenerationPrompt: true,
+ *   source,
+ * });
+ * assert.equal(prompt, "<user>Hi\n<assistant>");
+ * ```
+ *
+ * @module
+ */
+
+export {
+  type ChatTemplateChoice,
+  chatTemplateFrom,
+  type ChatTemplateFromOptions,
+  type ChatTemplateMetadata,
+} from "./chat_template_from.ts";
+export { ChatTemplateError, type ChatTemplateErrorKind, NoChatTemplateError } from "./errors.ts";
+export {
+  type ChatMessage,
+  DEFAULT_CHAT_MAX_STEPS,
+  DEFAULT_CHAT_OUTPUT_LENGTH,
+  MAX_CHAT_TEMPLATE_LENGTH,
+  renderChat,
+  type RenderChatOptions,
+} from "./render_chat.ts";

@@ -1,0 +1,866 @@
+/**
+ * {@link Sampler}: the next token from a vector of logits, with llama.cpp's truncation samplers,
+ * repetition/presence/frequency penalties, logit bias and a seeded generator.
+ *
+ * @module
+ */
+
+import { Xoshiro128ss } from "./_prng.ts";
+
+/** Largest vocabulary accepted (2^24 tokens; real ones are under 2^18). */
+const MAX_VOCAB = 1 << 24;
+/** Longest penalty window accepted. */
+const MAX_PENALTY_LAST_N = 1 << 20;
+const F32_MAX = 3.4028234663852886e38;
+const fr = Math.fround;
+
+/**
+ * Options of a {@link Sampler}. Every field is optional; the defaults sample from the plain
+ * softmax of the logits. Unknown keys are rejected.
+ *
+ * @example
+ * ```ts
+ * import type { SamplerOptions } from "./sampler.ts";
+ *
+ * const options: SamplerOptions = { temperature: 0.7, topK: 40, topP: 0.95, minP: 0.05, seed: 1 };
+ * console.log(options.temperature);
+ * ```
+ */
+export interface SamplerOptions {
+  /**
+   * Softmax temperature, a finite number >= 0 (default 1). 0 is greedy: the highest logit after
+   * penalties and bias, ties to the lowest token id, without drawing a random number.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const greedy: SamplerOptions = { temperature: 0 };
+   * console.log(greedy.temperature);
+   * ```
+   */
+  temperature?: number;
+  /**
+   * Keep only the `topK` most likely tokens (ties to the lower id); an integer >= 0, 0 (the
+   * default) keeps all.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { topK: 40 };
+   * console.log(o.topK);
+   * ```
+   */
+  topK?: number;
+  /**
+   * Nucleus sampling: keep the most likely tokens until their probabilities (at temperature 1,
+   * over what top-k kept) add up to at least `topP`; a number in (0, 1], 1 (the default) keeps
+   * all.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { topP: 0.9 };
+   * console.log(o.topP);
+   * ```
+   */
+  topP?: number;
+  /**
+   * Keep the tokens whose probability is at least `minP` times the most likely one's; a number
+   * in [0, 1], 0 (the default) keeps all.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { minP: 0.05 };
+   * console.log(o.minP);
+   * ```
+   */
+  minP?: number;
+  /**
+   * llama.cpp's repetition penalty on every token seen in the last `penaltyLastN` accepted
+   * tokens: a positive logit is divided by it, a logit <= 0 multiplied. A finite number > 0;
+   * 1 (the default) is off.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { repetitionPenalty: 1.1 };
+   * console.log(o.repetitionPenalty);
+   * ```
+   */
+  repetitionPenalty?: number;
+  /**
+   * How many of the last accepted tokens the penalties look at: an integer in [0, 2^20],
+   * default 64. 0 turns the penalties off.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { repetitionPenalty: 1.1, penaltyLastN: 256 };
+   * console.log(o.penaltyLastN);
+   * ```
+   */
+  penaltyLastN?: number;
+  /**
+   * OpenAI's presence penalty: subtracted from the logit of every token seen in the window. A
+   * finite number (OpenAI allows [-2, 2]); 0 (the default) is off.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { presencePenalty: 0.5 };
+   * console.log(o.presencePenalty);
+   * ```
+   */
+  presencePenalty?: number;
+  /**
+   * OpenAI's frequency penalty: times the number of times a token occurs in the window,
+   * subtracted from its logit. A finite number; 0 (the default) is off.
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { frequencyPenalty: 0.2 };
+   * console.log(o.frequencyPenalty);
+   * ```
+   */
+  frequencyPenalty?: number;
+  /**
+   * Added to the logits of the given token ids (integers in [0, vocabSize)): a finite number,
+   * or `-Infinity` to ban the token. A `Map` or a record keyed by decimal ids (OpenAI's JSON
+   * `logit_bias`).
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { logitBias: { "2": -Infinity, "17": 5 } };
+   * console.log(o.logitBias);
+   * ```
+   */
+  logitBias?: ReadonlyMap<number, number> | Readonly<Record<string, number>>;
+  /**
+   * Seed of the random generator, an integer in [0, 2^32). The same seed, options and inputs
+   * give the same tokens on every run and machine. Default: a random seed (read it back from
+   * {@link Sampler.seed}).
+   *
+   * @example
+   * ```ts
+   * import type { SamplerOptions } from "./sampler.ts";
+   *
+   * const o: SamplerOptions = { seed: 1234 };
+   * console.log(o.seed);
+   * ```
+   */
+  seed?: number;
+}
+
+/**
+ * A token and its log-probability, from {@link Sampler.logprobs}.
+ *
+ * @example
+ * ```ts
+ * import type { TokenLogprob } from "./sampler.ts";
+ *
+ * const t: TokenLogprob = { id: 7, logprob: -0.25 };
+ * console.log(Math.exp(t.logprob));
+ * ```
+ */
+export interface TokenLogprob {
+  /**
+   * The token id.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const [best] = new Sampler(3).logprobs(new Float32Array([0, 2, 1]), 1);
+   * console.log(best.id); // 1
+   * ```
+   */
+  id: number;
+  /**
+   * Its natural-log probability under the softmax of the logits, <= 0.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const [t] = new Sampler(2).logprobs(new Float32Array([0, 0]), 1);
+   * console.log(t.logprob); // -0.6931471805599453 (ln 1/2)
+   * ```
+   */
+  logprob: number;
+}
+
+const OPTION_KEYS: ReadonlySet<string> = new Set([
+  "temperature",
+  "topK",
+  "topP",
+  "minP",
+  "repetitionPenalty",
+  "penaltyLastN",
+  "presencePenalty",
+  "frequencyPenalty",
+  "logitBias",
+  "seed",
+]);
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value === "object") return value.constructor?.name ?? "object";
+  return `${typeof value} ${String(value)}`;
+}
+
+function num(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number") {
+    throw new TypeError(`Sampler: ${name} must be a number, got ${describe(value)}`);
+  }
+  if (!Number.isFinite(value)) throw new RangeError(`Sampler: ${name} ${value} is not finite`);
+  return value;
+}
+
+function clampF32(x: number): number {
+  const y = fr(x);
+  return y > F32_MAX ? F32_MAX : y < -F32_MAX ? -F32_MAX : y;
+}
+
+/** `a` ranks before `b`: a higher logit, or the same logit and a lower id. */
+function before(w: Float32Array, a: number, b: number): boolean {
+  const x = w[a], y = w[b];
+  return x > y || (x === y && a < b);
+}
+
+/** Sift `cand[base + i]` down a heap of `size` whose root is the candidate ranked last. */
+function siftDown(cand: Int32Array, w: Float32Array, base: number, i: number, size: number): void {
+  const x = cand[base + i];
+  for (;;) {
+    let c = 2 * i + 1;
+    if (c >= size) break;
+    if (c + 1 < size && before(w, cand[base + c], cand[base + c + 1])) c++;
+    if (before(w, cand[base + c], x)) break;
+    cand[base + i] = cand[base + c];
+    i = c;
+  }
+  cand[base + i] = x;
+}
+
+/**
+ * Rearranges `cand[base, base + n)` so that its first `m` entries are its `m` best-ranked ids,
+ * best first (a bounded heap, O(n log m), in place).
+ */
+function selectTop(cand: Int32Array, w: Float32Array, base: number, n: number, m: number): void {
+  for (let i = (m >> 1) - 1; i >= 0; i--) siftDown(cand, w, base, i, m);
+  for (let j = base + m; j < base + n; j++) {
+    if (before(w, cand[j], cand[base])) {
+      const t = cand[base];
+      cand[base] = cand[j];
+      cand[j] = t;
+      siftDown(cand, w, base, 0, m);
+    }
+  }
+  for (let end = m - 1; end > 0; end--) {
+    const t = cand[base];
+    cand[base] = cand[base + end];
+    cand[base + end] = t;
+    siftDown(cand, w, base, 0, end);
+  }
+}
+
+/**
+ * Top-p cut: the smallest `c` such that the best-ranked `c` of `cand[0, n)` have mass (by
+ * `mass[id]`) >= `target`, or `n` if none does (rounding). Rearranges `cand[0, n)` so that
+ * those `c` come first, in no particular order. Expected O(n): quickselect by rank with
+ * median-of-three pivots, summing masses as it goes; ranges of 32 or fewer, and ranges still
+ * open after 64 rounds, are sorted with the heap.
+ */
+function topPCut(
+  cand: Int32Array,
+  w: Float32Array,
+  mass: Float64Array,
+  n: number,
+  target: number,
+): number {
+  let lo = 0, hi = n, acc = 0;
+  for (let round = 0; hi - lo > 32 && round < 64; round++) {
+    // Median of three (by rank) to the end of the range, as the pivot.
+    const a = lo, b = (lo + hi) >>> 1, c = hi - 1;
+    const ia = cand[a], ib = cand[b], ic = cand[c];
+    const m = before(w, ia, ib)
+      ? (before(w, ib, ic) ? b : before(w, ia, ic) ? c : a)
+      : (before(w, ia, ic) ? a : before(w, ib, ic) ? c : b);
+    const pivot = cand[m];
+    cand[m] = cand[c];
+    cand[c] = pivot;
+    let store = lo, sum = 0;
+    for (let i = lo; i < c; i++) {
+      const id = cand[i];
+      if (before(w, id, pivot)) {
+        cand[i] = cand[store];
+        cand[store++] = id;
+        sum += mass[id];
+      }
+    }
+    cand[c] = cand[store];
+    cand[store] = pivot;
+    sum += mass[pivot];
+    // cand[lo, store) ranks before the pivot at `store`, cand(store, hi) after it.
+    if (acc + sum >= target) {
+      hi = store + 1;
+    } else {
+      acc += sum;
+      lo = store + 1;
+    }
+  }
+  if (hi > lo) selectTop(cand, w, lo, hi - lo, hi - lo);
+  for (let i = lo; i < hi; i++) {
+    acc += mass[cand[i]];
+    if (acc >= target) return i + 1;
+  }
+  return hi;
+}
+
+/**
+ * Chooses the next token from a model's logits. The vocabulary size is fixed at construction,
+ * when all scratch memory is allocated: {@link Sampler.sample} and {@link Sampler.accept}
+ * allocate nothing.
+ *
+ * {@link Sampler.sample} applies, in this order (llama.cpp's default chain, except that llama.cpp
+ * adds the logit bias before the penalties; here the bias is added last, so it is exactly what
+ * reaches the truncation samplers):
+ * 1. penalties, to each distinct token among the last `penaltyLastN` accepted ones, with count
+ *    `c` in that window, in f32 as llama.cpp does: `l = l <= 0 ? l * repetitionPenalty :
+ *    l / repetitionPenalty`, then `l -= c * frequencyPenalty + presencePenalty`;
+ * 2. logit bias (`-Infinity` bans);
+ * 3. temperature 0: the argmax (ties to the lowest id), done;
+ * 4. top-k, 5. top-p, 6. min-p, all on the distribution at temperature 1, each keeping at least
+ *    one token (top-p: the fewest best tokens whose mass `Σ exp(l - max)` reaches `topP` times
+ *    the mass of what top-k kept; min-p: `l >= max + ln(minP)`);
+ * 7. temperature: weights `exp((l - max) / temperature)` over the kept tokens;
+ * 8. one draw: `u` = a 53-bit uniform double from the seeded generator (xoshiro128** seeded
+ *    through splitmix32) times the total weight; the kept tokens are walked in increasing id
+ *    order, subtracting each weight from `u`, until it goes negative.
+ *
+ * Tokens are ranked by logit, ties to the lower id. Top-k uses a bounded heap, top-p a
+ * quickselect by probability mass (expected linear time even on flat distributions), so a
+ * step costs O(vocabSize) plus O(k log k).
+ *
+ * Penalized and biased logits are clamped to the finite f32 range. Logits may hold `-Infinity`
+ * (masked tokens) but not NaN or `+Infinity`.
+ *
+ * @example Greedy, then seeded sampling
+ * ```ts
+ * import { Sampler } from "./sampler.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const logits = new Float32Array([1, 3, 2, 3]);
+ * assert.equal(new Sampler(4, { temperature: 0 }).sample(logits), 1); // a tie: the lower id
+ *
+ * const a = new Sampler(4, { temperature: 0.8, topK: 3, seed: 7 });
+ * const b = new Sampler(4, { temperature: 0.8, topK: 3, seed: 7 });
+ * for (let i = 0; i < 8; i++) {
+ *   const t = a.sample(logits);
+ *   assert.equal(b.sample(logits), t);
+ *   a.accept(t);
+ *   b.accept(t);
+ * }
+ * ```
+ */
+export class Sampler {
+  /**
+   * Number of logits per call.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * console.log(new Sampler(49152).vocabSize); // 49152
+   * ```
+   */
+  readonly vocabSize: number;
+  /**
+   * The seed in use: `options.seed`, or the random one chosen when none was given.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * console.log(new Sampler(10, { seed: 42 }).seed); // 42
+   * ```
+   */
+  readonly seed: number;
+
+  readonly #temperature: number;
+  readonly #topK: number;
+  readonly #topP: number;
+  readonly #minP: number;
+  readonly #repeat: number;
+  readonly #presence: number;
+  readonly #frequency: number;
+  readonly #penalties: boolean;
+  readonly #biasIds: Int32Array;
+  readonly #biasValues: Float64Array;
+  readonly #rng: Xoshiro128ss;
+
+  readonly #work: Float32Array;
+  readonly #cand: Int32Array;
+  readonly #weight: Float64Array;
+  readonly #ring: Int32Array;
+  #ringLen = 0;
+  #ringPos = 0;
+  readonly #counts: Uint32Array;
+  readonly #stamp: Uint32Array;
+  #epoch = 0;
+
+  /**
+   * Validates the options and allocates all scratch memory.
+   *
+   * @param vocabSize Number of logits, an integer in [1, 2^24].
+   * @param options See {@link SamplerOptions}.
+   * @throws {TypeError} If an option has the wrong type.
+   * @throws {RangeError} If `vocabSize` or an option is out of range, or an option is unknown.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const s = new Sampler(32000, { temperature: 0.7, topP: 0.9, seed: 3 });
+   * console.log(s.vocabSize, s.seed); // 32000 3
+   * ```
+   */
+  constructor(vocabSize: number, options: SamplerOptions = {}) {
+    if (typeof vocabSize !== "number") {
+      throw new TypeError(`Sampler: vocabSize must be a number, got ${describe(vocabSize)}`);
+    }
+    if (!Number.isInteger(vocabSize) || vocabSize < 1 || vocabSize > MAX_VOCAB) {
+      throw new RangeError(
+        `Sampler: vocabSize ${vocabSize} is not an integer in [1, ${MAX_VOCAB}]`,
+      );
+    }
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError(`Sampler: options must be an object, got ${describe(options)}`);
+    }
+    for (const key of Object.keys(options)) {
+      if (!OPTION_KEYS.has(key)) throw new RangeError(`Sampler: unknown option ${key}`);
+    }
+    this.vocabSize = vocabSize;
+
+    const temperature = num("temperature", options.temperature, 1);
+    if (temperature < 0) throw new RangeError(`Sampler: temperature ${temperature} is negative`);
+    const topK = num("topK", options.topK, 0);
+    if (!Number.isInteger(topK) || topK < 0) {
+      throw new RangeError(`Sampler: topK ${topK} is not an integer >= 0`);
+    }
+    const topP = num("topP", options.topP, 1);
+    if (!(topP > 0 && topP <= 1)) throw new RangeError(`Sampler: topP ${topP} is not in (0, 1]`);
+    const minP = num("minP", options.minP, 0);
+    if (!(minP >= 0 && minP <= 1)) throw new RangeError(`Sampler: minP ${minP} is not in [0, 1]`);
+    const repeat = num("repetitionPenalty", options.repetitionPenalty, 1);
+    if (!(repeat > 0)) {
+      throw new RangeError(`Sampler: repetitionPenalty ${repeat} is not > 0`);
+    }
+    const lastN = num("penaltyLastN", options.penaltyLastN, 64);
+    if (!Number.isInteger(lastN) || lastN < 0 || lastN > MAX_PENALTY_LAST_N) {
+      throw new RangeError(
+        `Sampler: penaltyLastN ${lastN} is not an integer in [0, ${MAX_PENALTY_LAST_N}]`,
+      );
+    }
+    const presence = num("presencePenalty", options.presencePenalty, 0);
+    const frequency = num("frequencyPenalty", options.frequencyPenalty, 0);
+    let seed: number;
+    if (options.seed === undefined) {
+      seed = crypto.getRandomValues(new Uint32Array(1))[0];
+    } else {
+      seed = num("seed", options.seed, 0);
+      if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+        throw new RangeError(`Sampler: seed ${seed} is not an integer in [0, 2^32)`);
+      }
+    }
+
+    this.#temperature = temperature;
+    this.#topK = topK;
+    this.#topP = topP;
+    this.#minP = minP;
+    // llama.cpp keeps these as f32.
+    this.#repeat = fr(repeat);
+    this.#presence = fr(presence);
+    this.#frequency = fr(frequency);
+    this.#penalties = lastN > 0 &&
+      (this.#repeat !== 1 || this.#presence !== 0 || this.#frequency !== 0);
+    this.seed = seed;
+    this.#rng = new Xoshiro128ss(seed);
+
+    const bias = this.#readBias(options.logitBias);
+    this.#biasIds = Int32Array.from(bias.keys());
+    this.#biasValues = Float64Array.from(bias.values());
+
+    this.#work = new Float32Array(vocabSize);
+    this.#cand = new Int32Array(vocabSize);
+    this.#weight = new Float64Array(vocabSize);
+    this.#ring = new Int32Array(this.#penalties ? lastN : 0);
+    this.#counts = new Uint32Array(this.#penalties ? vocabSize : 0);
+    this.#stamp = new Uint32Array(this.#penalties ? vocabSize : 0);
+  }
+
+  #readBias(raw: unknown): Map<number, number> {
+    const out = new Map<number, number>();
+    if (raw === undefined) return out;
+    let entries: Iterable<[unknown, unknown]>;
+    if (raw instanceof Map) {
+      entries = raw.entries();
+    } else if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
+      entries = Object.entries(raw).map(([k, v]): [unknown, unknown] => {
+        if (!/^(0|[1-9][0-9]*)$/.test(k)) {
+          throw new RangeError(`Sampler: logitBias key ${JSON.stringify(k)} is not a token id`);
+        }
+        return [Number(k), v];
+      });
+    } else {
+      throw new TypeError(`Sampler: logitBias must be a Map or a record, got ${describe(raw)}`);
+    }
+    for (const [id, bias] of entries) {
+      if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+        throw new RangeError(
+          `Sampler: logitBias token id ${String(id)} is not an integer in [0, ${this.vocabSize})`,
+        );
+      }
+      if (typeof bias !== "number") {
+        throw new TypeError(`Sampler: logitBias[${id}] must be a number, got ${describe(bias)}`);
+      }
+      if (Number.isNaN(bias) || bias === Infinity) {
+        throw new RangeError(`Sampler: logitBias[${id}] ${bias} is not finite or -Infinity`);
+      }
+      out.set(id, bias);
+    }
+    return out;
+  }
+
+  /** Copies logits into the scratch vector, checked; then penalties and bias. */
+  #prepare(fn: string, logits: Float32Array, adjust: boolean): Float32Array {
+    if (!(logits instanceof Float32Array)) {
+      throw new TypeError(`Sampler.${fn}: logits must be a Float32Array, got ${describe(logits)}`);
+    }
+    if (logits.length !== this.vocabSize) {
+      throw new RangeError(
+        `Sampler.${fn}: logits length ${logits.length} is not vocabSize ${this.vocabSize}`,
+      );
+    }
+    const w = this.#work;
+    const n = this.vocabSize;
+    for (let i = 0; i < n; i++) {
+      const v = logits[i];
+      if (v !== v || v === Infinity) {
+        throw new RangeError(`Sampler.${fn}: logits[${i}] is ${v}`);
+      }
+      w[i] = v;
+    }
+    if (!adjust) return w;
+    if (this.#penalties && this.#ringLen > 0) {
+      const ring = this.#ring, counts = this.#counts, stamp = this.#stamp;
+      const repeat = this.#repeat, presence = this.#presence, frequency = this.#frequency;
+      if (++this.#epoch === 0x100000000) {
+        stamp.fill(0);
+        this.#epoch = 1;
+      }
+      const epoch = this.#epoch;
+      for (let j = 0; j < this.#ringLen; j++) {
+        const t = ring[j];
+        if (stamp[t] === epoch) continue;
+        stamp[t] = epoch;
+        let v = w[t];
+        if (v === -Infinity) continue;
+        if (repeat !== 1) v = clampF32(v <= 0 ? v * repeat : v / repeat);
+        const c = counts[t];
+        v = clampF32(v - clampF32(clampF32(c * frequency) + presence));
+        w[t] = v;
+      }
+    }
+    const ids = this.#biasIds, values = this.#biasValues;
+    for (let j = 0; j < ids.length; j++) {
+      const t = ids[j], b = values[j];
+      w[t] = b === -Infinity ? -Infinity : w[t] === -Infinity ? -Infinity : clampF32(w[t] + b);
+    }
+    return w;
+  }
+
+  /**
+   * The next token for `logits` (not changed). Does not record it: call {@link Sampler.accept}
+   * with the token that is actually used.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const s = new Sampler(3, { seed: 1, logitBias: new Map([[0, -Infinity]]) });
+   * const t = s.sample(new Float32Array([5, 1, 1]));
+   * console.log(t === 1 || t === 2); // true: token 0 is banned
+   * ```
+   *
+   * @param logits The model's output, length `vocabSize`; `-Infinity` masks a token.
+   * @returns The token id.
+   * @throws {TypeError} If `logits` is not a Float32Array.
+   * @throws {RangeError} If `logits` has the wrong length, holds NaN or `+Infinity`, or every
+   *   token is masked or banned.
+   */
+  sample(logits: Float32Array): number {
+    const w = this.#prepare("sample", logits, true);
+    const n0 = this.vocabSize;
+    const cand = this.#cand;
+
+    if (this.#temperature === 0) {
+      let best = -1, max = -Infinity;
+      for (let i = 0; i < n0; i++) {
+        if (w[i] > max) {
+          max = w[i];
+          best = i;
+        }
+      }
+      if (best < 0) throw new RangeError("Sampler.sample: every token is masked or banned");
+      return best;
+    }
+
+    let n = 0, lmax = -Infinity;
+    for (let i = 0; i < n0; i++) {
+      const v = w[i];
+      if (v > -Infinity) {
+        cand[n++] = i;
+        if (v > lmax) lmax = v;
+      }
+    }
+    if (n === 0) throw new RangeError("Sampler.sample: every token is masked or banned");
+
+    // Each truncation keeps a best-ranked prefix of the candidates (rank: logit, then id), so
+    // their result is the shortest of the prefixes: cand[0, n) holds it, sorted best first
+    // only when `sorted`.
+    let sorted = false;
+    if (this.#topK > 0 && this.#topK < n) {
+      selectTop(cand, w, 0, n, this.#topK);
+      n = this.#topK;
+      sorted = true;
+    }
+    const mass = this.#weight;
+    const topP = this.#topP;
+    let target = 0;
+    if (topP < 1 && n > 1) {
+      // Probability mass at temperature 1, over what top-k kept.
+      let z = 0;
+      for (let i = 0; i < n; i++) {
+        const id = cand[i];
+        const m = Math.exp(w[id] - lmax);
+        mass[id] = m;
+        z += m;
+      }
+      target = topP * z;
+    }
+    const minP = this.#minP;
+    if (minP > 0 && n > 1) {
+      const threshold = lmax + Math.log(minP);
+      if (sorted) {
+        let k = 1;
+        while (k < n && w[cand[k]] >= threshold) k++;
+        n = k;
+      } else {
+        let k = 0;
+        for (let i = 0; i < n; i++) {
+          const id = cand[i];
+          if (w[id] >= threshold) {
+            cand[i] = cand[k];
+            cand[k++] = id;
+          }
+        }
+        n = k;
+      }
+    }
+    if (target > 0 && n > 1) {
+      if (sorted) {
+        let acc = 0, k = 0;
+        while (k < n) {
+          acc += mass[cand[k++]];
+          if (acc >= target) break;
+        }
+        n = k;
+      } else {
+        n = topPCut(cand, w, mass, n, target);
+      }
+    }
+
+    // The kept tokens are those ranked no lower than the worst kept one, `last`; draw one by
+    // inverting the cumulative distribution in token-id order.
+    const temperature = this.#temperature;
+    let total = 0, last = cand[0];
+    for (let i = 0; i < n; i++) {
+      const id = cand[i];
+      const p = Math.exp((w[id] - lmax) / temperature);
+      mass[id] = p;
+      total += p;
+      if (before(w, last, id)) last = id;
+    }
+    const lastLogit = w[last];
+    let u = this.#rng.nextDouble() * total;
+    let pick = -1;
+    for (let id = 0; id < n0; id++) {
+      const v = w[id];
+      if (v > lastLogit || (v === lastLogit && id <= last)) {
+        const p = mass[id];
+        if (p > 0) {
+          pick = id;
+          u -= p;
+          if (u < 0) break;
+        }
+      }
+    }
+    return pick;
+  }
+
+  /**
+   * Records a token as generated (or as part of the prompt, if the penalties should see it), for
+   * the penalties' window of the last `penaltyLastN` tokens.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const s = new Sampler(3, { temperature: 0, repetitionPenalty: 4 });
+   * s.accept(0);
+   * console.log(s.sample(new Float32Array([2, 1, 0]))); // 1: token 0's logit 2 became 0.5
+   * ```
+   *
+   * @param token A token id in [0, vocabSize).
+   * @throws {RangeError} If `token` is not an integer in range.
+   */
+  accept(token: number): void {
+    if (!Number.isInteger(token) || token < 0 || token >= this.vocabSize) {
+      throw new RangeError(
+        `Sampler.accept: token ${token} is not an integer in [0, ${this.vocabSize})`,
+      );
+    }
+    if (!this.#penalties) return;
+    const ring = this.#ring, counts = this.#counts;
+    if (this.#ringLen === ring.length) {
+      counts[ring[this.#ringPos]]--;
+    } else {
+      this.#ringLen++;
+    }
+    ring[this.#ringPos] = token;
+    counts[token]++;
+    this.#ringPos = this.#ringPos + 1 === ring.length ? 0 : this.#ringPos + 1;
+  }
+
+  /**
+   * Forgets the accepted tokens and restarts the random sequence of the seed: the sampler is
+   * again as constructed.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   * import assert from "node:assert/strict";
+   *
+   * const s = new Sampler(4, { seed: 9 });
+   * const logits = new Float32Array([1, 1, 1, 1]);
+   * const first = [s.sample(logits), s.sample(logits), s.sample(logits)];
+   * s.reset();
+   * assert.deepEqual([s.sample(logits), s.sample(logits), s.sample(logits)], first);
+   * ```
+   */
+  reset(): void {
+    if (this.#penalties) {
+      for (let j = 0; j < this.#ringLen; j++) this.#counts[this.#ring[j]] = 0;
+    }
+    this.#ringLen = 0;
+    this.#ringPos = 0;
+    this.#rng.seed(this.seed);
+  }
+
+  /**
+   * `[max, log Σ exp(w - max)]` over w's finite entries (max -Infinity when there are none):
+   * `w_i - max - logSum` keeps full precision even for huge logits.
+   */
+  #logNormalizer(w: Float32Array): [number, number] {
+    let max = -Infinity;
+    for (let i = 0; i < w.length; i++) if (w[i] > max) max = w[i];
+    if (max === -Infinity) return [max, 0];
+    let s = 0;
+    for (let i = 0; i < w.length; i++) s += Math.exp(w[i] - max);
+    return [max, Math.log(s)];
+  }
+
+  /**
+   * The `n` most likely tokens under the softmax of `logits` as given (the model's own
+   * distribution: no penalties, bias or temperature), most likely first (ties to the lower id),
+   * with their natural-log probabilities computed in f64. Tokens with logit `-Infinity` are never
+   * listed, so fewer than `n` may come back.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const top = new Sampler(4).logprobs(new Float32Array([0, Math.log(3), -Infinity, 0]), 3);
+   * // ≈ [[1, 0.6], [0, 0.2], [3, 0.2]]
+   * console.log(top.map((t) => [t.id, Math.exp(t.logprob)]));
+   * ```
+   *
+   * @param logits The model's output, length `vocabSize`.
+   * @param n How many, an integer in [0, vocabSize].
+   * @returns Up to `n` tokens with their log-probabilities.
+   * @throws {TypeError} If `logits` is not a Float32Array.
+   * @throws {RangeError} If `logits` has the wrong length or holds NaN or `+Infinity`, or `n` is
+   *   out of range.
+   */
+  logprobs(logits: Float32Array, n: number): TokenLogprob[] {
+    if (!Number.isInteger(n) || n < 0 || n > this.vocabSize) {
+      throw new RangeError(
+        `Sampler.logprobs: n ${n} is not an integer in [0, ${this.vocabSize}]`,
+      );
+    }
+    const w = this.#prepare("logprobs", logits, false);
+    const [max, logSum] = this.#logNormalizer(w);
+    const cand = this.#cand;
+    let count = 0;
+    for (let i = 0; i < w.length; i++) if (w[i] > -Infinity) cand[count++] = i;
+    const m = Math.min(n, count);
+    if (m === 0) return [];
+    selectTop(cand, w, 0, count, m);
+    const out: TokenLogprob[] = new Array(m);
+    for (let i = 0; i < m; i++) out[i] = { id: cand[i], logprob: w[cand[i]] - max - logSum };
+    return out;
+  }
+
+  /**
+   * The natural-log probability of one token under the softmax of `logits` as given (as in
+   * {@link Sampler.logprobs}), e.g. for the token that was sampled.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * console.log(new Sampler(2).logprobOf(new Float32Array([0, 0]), 1)); // -0.6931471805599453
+   * ```
+   *
+   * @param logits The model's output, length `vocabSize`.
+   * @param token A token id in [0, vocabSize).
+   * @returns Its log-probability, `-Infinity` for a masked token.
+   * @throws {TypeError} If `logits` is not a Float32Array.
+   * @throws {RangeError} If `logits` or `token` is invalid.
+   */
+  logprobOf(logits: Float32Array, token: number): number {
+    if (!Number.isInteger(token) || token < 0 || token >= this.vocabSize) {
+      throw new RangeError(
+        `Sampler.logprobOf: token ${token} is not an integer in [0, ${this.vocabSize})`,
+      );
+    }
+    const w = this.#prepare("logprobOf", logits, false);
+    const v = w[token];
+    if (v === -Infinity) return -Infinity;
+    const [max, logSum] = this.#logNormalizer(w);
+    return v - max - logSum;
+  }
+}
