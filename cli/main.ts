@@ -11,9 +11,11 @@ import { KernelError, KernelLoadError, type KernelOptions, parseThreads } from "
 import { VERSION } from "../version.ts";
 import { diagnose, formatReport } from "./doctor.ts";
 import { FormatError } from "../formats/errors.ts";
+import { ChatTemplateError, NoChatTemplateError } from "../chat/mod.ts";
 import { formatInspect, inspectPath } from "../inspect/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { runConvert } from "./convert.ts";
+import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "./generate.ts";
 
 const USAGE = `cflow ${VERSION}: CPU-first LLM inference
 
@@ -21,6 +23,9 @@ usage: cflow <command> [options]
 
 commands:
   doctor            show the toolchain, CPU features, kernel variant, library and threads
+  generate          generate text from a prompt (--prompt or stdin)
+  chat              an interactive chat using the model's chat template
+  perplexity        perplexity over a text file, as llama.cpp computes it
   convert IN OUT    convert a GGUF file or Hugging Face directory to .cflow or .vflow
   inspect FILE      describe a .cflow, .vflow, GGUF, safetensors file or HF directory
   help              show this text
@@ -33,6 +38,22 @@ options:
   --q4-rule R       convert: ggml | paper Q4 rounding (default ggml; docs/FORMAT.md)
   --report-error    convert: print RMS and max-abs error of every requantized matrix
   --force           convert: replace an existing OUT
+
+model options (generate, chat, perplexity):
+  --model M         .cflow, .vflow, GGUF file or HF folder (GGUF/HF are converted once
+                    into the cache; default: SmolLM2-135M-Instruct, fetched on first use)
+  --prompt P        the prompt (generate; default: read stdin)
+  --chat-template   generate: wrap the prompt in the model's chat template
+  --max-tokens N    tokens to generate (default 128)
+  --temperature T   0 = greedy (default 0.8)
+  --top-k K         default 40 (0 = off)     --top-p P   default 0.95
+  --min-p P         default 0.05             --seed S    default: random
+  --repeat-penalty R  --presence-penalty P  --frequency-penalty P
+  --stop S          stop string (repeatable)
+  --ctx N           context length (default: the model's, at most 4096)
+  --kv-cache T      f16 (default) or f32
+  --truncate MODE   error (default) or left: keep the end of a prompt that does not fit
+  --file F          perplexity: the text file
   -V, --version     print the version
   -h, --help        show this text
 
@@ -42,11 +63,34 @@ environment:
   CFLOW_CPU_DISABLE     comma-separated CPU features to treat as absent
   CFLOW_KERNELS         path of a kernel library to load instead of the local build
 
-Model commands (generate, chat, serve, analyze) are not implemented yet.`;
+Not implemented yet: serve, analyze.`;
 
-/** A command-line mistake: printed with the usage hint, exit status 2. */
-class UsageError extends Error {
-  override name = "UsageError";
+/** The model used when --model is not given (fetched by the launcher). */
+const DEFAULT_MODEL =
+  new URL("../cache/models/smollm2-135m-instruct.Q4_1.gguf", import.meta.url).pathname;
+
+function int(text: string, what: string, lo: number, hi: number): number {
+  const n = /^-?[0-9]+$/.test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < lo || n > hi) {
+    throw new UsageError(`${what}: "${text}" is not an integer from ${lo} to ${hi}`);
+  }
+  return n;
+}
+
+function num(text: string | undefined, what: string, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (text.trim() === "" || !Number.isFinite(n)) {
+    throw new UsageError(`${what}: "${text}" is not a number`);
+  }
+  return n;
+}
+
+function choice<T extends string>(text: string, what: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw new UsageError(`${what} must be one of ${allowed.join(", ")}, not "${text}"`);
+  }
+  return text as T;
 }
 
 function fail(error: unknown): number {
@@ -59,7 +103,10 @@ function fail(error: unknown): number {
     error instanceof RangeError || error instanceof Deno.errors.NotCapable ||
     error instanceof FormatError || error instanceof Deno.errors.NotFound ||
     error instanceof Deno.errors.AlreadyExists || error instanceof Deno.errors.PermissionDenied ||
-    error instanceof TypeError || (error instanceof Error && error.message.startsWith("convert:"))
+    error instanceof TypeError || error instanceof ChatTemplateError ||
+    error instanceof NoChatTemplateError ||
+    (error instanceof Error &&
+      /^(convert|model|generate|stdin|perplexity|model store):/.test(error.message))
   ) {
     console.error(`cflow: error: ${error.message}`);
     return 1;
@@ -92,6 +139,24 @@ export async function main(args: string[]): Promise<number> {
           "q4-rule": { type: "string" },
           "report-error": { type: "boolean", default: false },
           force: { type: "boolean", default: false },
+          model: { type: "string" },
+          prompt: { type: "string" },
+          "chat-template": { type: "boolean", default: false },
+          "max-tokens": { type: "string" },
+          temperature: { type: "string" },
+          "top-k": { type: "string" },
+          "top-p": { type: "string" },
+          "min-p": { type: "string" },
+          seed: { type: "string" },
+          "repeat-penalty": { type: "string" },
+          "presence-penalty": { type: "string" },
+          "frequency-penalty": { type: "string" },
+          stop: { type: "string", multiple: true },
+          ctx: { type: "string" },
+          "kv-cache": { type: "string" },
+          truncate: { type: "string" },
+          file: { type: "string" },
+          system: { type: "string" },
           version: { type: "boolean", short: "V", default: false },
           help: { type: "boolean", short: "h", default: false },
         },
@@ -151,6 +216,57 @@ export async function main(args: string[]): Promise<number> {
       }
       case "generate":
       case "chat":
+      case "perplexity": {
+        if (positionals.length > 1) {
+          throw new UsageError(`${command} takes options only (see cflow help)`);
+        }
+        openKernels(options);
+        const modelArgs = {
+          model: values.model ?? DEFAULT_MODEL,
+          ctx: values.ctx === undefined ? undefined : int(values.ctx, "--ctx", 4, 1 << 20),
+          kvCache: choice(values["kv-cache"] ?? "f16", "--kv-cache", ["f16", "f32"] as const),
+          quant: choice(values.quant ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
+          json: values.json,
+        };
+        const sampling = {
+          temperature: num(values.temperature, "--temperature", 0.8),
+          topK: values["top-k"] === undefined ? 40 : int(values["top-k"], "--top-k", 0, 1 << 24),
+          topP: num(values["top-p"], "--top-p", 0.95),
+          minP: num(values["min-p"], "--min-p", 0.05),
+          repetitionPenalty: num(values["repeat-penalty"], "--repeat-penalty", 1),
+          presencePenalty: num(values["presence-penalty"], "--presence-penalty", 0),
+          frequencyPenalty: num(values["frequency-penalty"], "--frequency-penalty", 0),
+          seed: values.seed === undefined
+            ? crypto.getRandomValues(new Uint32Array(1))[0]
+            : int(values.seed, "--seed", 0, 0xffffffff),
+        };
+        const maxTokens = values["max-tokens"] === undefined
+          ? 128
+          : int(values["max-tokens"], "--max-tokens", 0, 1 << 20);
+        if (command === "perplexity") {
+          if (values.file === undefined) throw new UsageError("perplexity needs --file");
+          return await runPerplexity({ ...modelArgs, file: values.file });
+        }
+        if (command === "chat") {
+          return await runChat({ ...modelArgs, maxTokens, sampling, system: values.system });
+        }
+        let prompt = values.prompt;
+        if (prompt === undefined) {
+          if (Deno.stdin.isTerminal()) {
+            throw new UsageError("give --prompt, or pipe the prompt on stdin");
+          }
+          prompt = await readStdinText();
+        }
+        return await runGenerate({
+          ...modelArgs,
+          prompt,
+          maxTokens,
+          sampling,
+          stop: values.stop ?? [],
+          truncate: choice(values.truncate ?? "error", "--truncate", ["error", "left"] as const),
+          chatTemplate: values["chat-template"],
+        });
+      }
       case "serve":
       case "analyze":
         console.error(`cflow: '${command}' is not implemented yet in cflow ${VERSION}`);

@@ -333,6 +333,11 @@ export class Kernels {
     );
   }
 
+  /** Peak resident set size of this process in bytes (getrusage). */
+  peakRss(): number {
+    return Number(this.#s.cf_peak_rss());
+  }
+
   /** Physical cores available to this process. */
   physicalCores(): number {
     return this.#s.cf_physical_cores();

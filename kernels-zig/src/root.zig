@@ -135,6 +135,15 @@ export fn cf_variant_supported(variant: u32, disable_mask: u64) i32 {
     return @intFromBool(cpu.supports(cpu.detect() & ~disable_mask, v));
 }
 
+/// uint64_t cf_peak_rss(void): the process's peak resident set in bytes
+/// (getrusage ru_maxrss), 0 if unavailable. Deno cannot read /proc/self
+/// without full permissions, so the library reports it.
+export fn cf_peak_rss() u64 {
+    const usage = std.posix.getrusage(std.posix.rusage.SELF);
+    if (usage.maxrss <= 0) return 0;
+    return @as(u64, @intCast(usage.maxrss)) * 1024;
+}
+
 /// uint32_t cf_physical_cores(void)
 export fn cf_physical_cores() u32 {
     return cpu.physicalCores();

@@ -1,0 +1,332 @@
+/**
+ * `cflow generate`, `cflow chat` and `cflow perplexity`: load a model
+ * (converting GGUF or Hugging Face checkpoints once into the cache), its
+ * tokenizer and chat template, and run it.
+ *
+ * @module
+ */
+
+import { openKernels } from "../ffi/mod.ts";
+import { type Transformer, Transformer as Model } from "../model/mod.ts";
+import { fnv1a64, generate, type GenerationStats } from "../runtime/generate.ts";
+import { resolveModel } from "../runtime/model_store.ts";
+import { perplexity } from "../runtime/perplexity.ts";
+import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
+import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
+import {
+  type Tokenizer,
+  tokenizerFromGgufMetadata,
+  tokenizerFromHfJson,
+} from "../tokenizer/mod.ts";
+import { loadTiledFile } from "../formats/cflow/mod.ts";
+import type { TargetQuant } from "../convert/mod.ts";
+
+/** A command-line mistake (exit status 2). */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** Options shared by the model commands, already parsed. */
+export interface ModelArgs {
+  model: string;
+  ctx?: number;
+  kvCache: "f16" | "f32";
+  quant: TargetQuant;
+  json: boolean;
+}
+
+function progressLine(): ((written: number, total: number) => void) | undefined {
+  if (!Deno.stderr.isTerminal()) return undefined;
+  const enc = new TextEncoder();
+  let last = 0;
+  return (w, t) => {
+    const now = performance.now();
+    if (now - last < 100 && w < t) return;
+    last = now;
+    const line = `\rconverting: ${(100 * w / t).toFixed(0).padStart(3)}% ${(w / 1e6).toFixed(1)}/${
+      (t / 1e6).toFixed(1)
+    } MB`;
+    Deno.stderr.writeSync(enc.encode(w >= t ? `${line}\n` : line));
+  };
+}
+
+/** Loads the tokenizer a model file carries (GGUF metadata or HF tokenizer.json). */
+function loadTokenizer(path: string): Tokenizer {
+  const file = loadTiledFile(path);
+  try {
+    const meta = file.file.metadata;
+    if (typeof meta.tokenizer === "object" && meta.tokenizer !== null) {
+      return tokenizerFromGgufMetadata(meta.tokenizer as Record<string, unknown>);
+    }
+    const files = meta.tokenizer_files as Record<string, string | null> | undefined;
+    if (files?.tokenizerJson) {
+      const json = Deno.readTextFileSync(files.tokenizerJson);
+      const config = files.tokenizerConfig
+        ? Deno.readTextFileSync(files.tokenizerConfig)
+        : undefined;
+      return tokenizerFromHfJson(json, config);
+    }
+    throw new RangeError(`${path}: the model carries no tokenizer`);
+  } finally {
+    file.close();
+  }
+}
+
+/** Model, tokenizer and chat template, ready. */
+export interface Session {
+  model: Transformer;
+  tokenizer: Tokenizer;
+  path: string;
+}
+
+/** Resolves, converts if needed, and loads a model. */
+export async function openSession(args: ModelArgs): Promise<Session> {
+  openKernels();
+  const path = await resolveModel(args.model, {
+    quant: args.quant,
+    progress: progressLine(),
+    onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),
+  });
+  const tokenizer = loadTokenizer(path);
+  const model = Model.load(path, { contextLength: args.ctx, kvCache: args.kvCache });
+  if (tokenizer.vocabSize > model.config.vocab) {
+    model.close();
+    throw new RangeError(
+      `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
+    );
+  }
+  return { model, tokenizer, path };
+}
+
+/** Reads the prompt from stdin (bounded, strict UTF-8). */
+export async function readStdinText(limit = 16 << 20): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of Deno.stdin.readable) {
+    size += chunk.length;
+    if (size > limit) throw new RangeError(`stdin: more than ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  const all = new Uint8Array(size);
+  let o = 0;
+  for (const c of chunks) {
+    all.set(c, o);
+    o += c.length;
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(all);
+  } catch {
+    throw new RangeError("stdin: the input is not valid UTF-8");
+  }
+}
+
+function statsLine(s: GenerationStats, rssMiB: number): string {
+  return `prompt ${s.promptTokens} tokens, prefill ${s.prefillTokS.toFixed(1)} tok/s, ` +
+    `ttft ${s.ttftMs.toFixed(0)} ms, decode ${s.decodeTokS.toFixed(1)} tok/s, ` +
+    `${s.generatedTokens} tokens (${s.stopReason}), peak RSS ${rssMiB.toFixed(0)} MiB`;
+}
+
+/** Generation settings from the command line. */
+export interface GenerateArgs extends ModelArgs {
+  prompt: string;
+  maxTokens: number;
+  sampling: SamplerOptions;
+  stop: string[];
+  truncate: "error" | "left";
+  chatTemplate: boolean;
+}
+
+/**
+ * `cflow generate`: streams text to stdout and one stats line to stderr, or
+ * with --json prints one object.
+ */
+export async function runGenerate(args: GenerateArgs): Promise<number> {
+  const { model, tokenizer } = await openSession(args);
+  try {
+    let text = args.prompt;
+    if (args.chatTemplate) {
+      const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate });
+      text = renderChat(choice.template, [{ role: "user", content: text }], {
+        bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
+        eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
+        addGenerationPrompt: true,
+      });
+    }
+    let prompt = tokenizer.encode(text, { addSpecial: true, parseSpecial: args.chatTemplate });
+    const room = model.contextLength - args.maxTokens;
+    if (prompt.length > model.contextLength || (args.truncate === "left" && prompt.length > room)) {
+      if (args.truncate !== "left") {
+        throw new RangeError(
+          `the prompt has ${prompt.length} tokens, more than the context of ${model.contextLength} ` +
+            `(use --ctx to raise it, or --truncate left to keep the end of the prompt)`,
+        );
+      }
+      prompt = prompt.slice(prompt.length - Math.max(1, room));
+    }
+    const sampler = new Sampler(model.config.vocab, args.sampling);
+    const ids: number[] = [];
+    let out = "";
+    const enc = new TextEncoder();
+    const abort = new AbortController();
+    const onSigint = () => abort.abort();
+    Deno.addSignalListener("SIGINT", onSigint);
+    let stats: GenerationStats;
+    try {
+      const it = generate(model, tokenizer, sampler, prompt, {
+        maxTokens: args.maxTokens,
+        stop: args.stop,
+        signal: abort.signal,
+      });
+      while (true) {
+        const r = await it.next();
+        if (r.done) {
+          stats = r.value;
+          break;
+        }
+        if (r.value.id >= 0) ids.push(r.value.id);
+        out += r.value.text;
+        if (!args.json && r.value.text !== "") await Deno.stdout.write(enc.encode(r.value.text));
+      }
+    } finally {
+      Deno.removeSignalListener("SIGINT", onSigint);
+    }
+    const rss = openKernels().peakRss() / (1 << 20);
+    if (args.json) {
+      console.log(JSON.stringify({
+        text: out,
+        tokens: ids,
+        hash: fnv1a64(ids),
+        prompt_tokens: prompt.length,
+        stats: {
+          prompt_tokens: stats.promptTokens,
+          prefill_tok_s: stats.prefillTokS,
+          ttft_ms: stats.ttftMs,
+          decode_tok_s: stats.decodeTokS,
+          generated_tokens: stats.generatedTokens,
+          peak_rss_mib: rss,
+          stop_reason: stats.stopReason,
+        },
+      }));
+    } else {
+      await Deno.stdout.write(enc.encode("\n"));
+      console.error(statsLine(stats, rss));
+    }
+    return 0;
+  } finally {
+    model.close();
+  }
+}
+
+/** `cflow chat`: an interactive conversation using the model's template. */
+export async function runChat(
+  args: ModelArgs & { maxTokens: number; sampling: SamplerOptions; system?: string },
+): Promise<number> {
+  const { model, tokenizer } = await openSession(args);
+  try {
+    const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate });
+    const messages: ChatMessage[] = args.system ? [{ role: "system", content: args.system }] : [];
+    const sampler = new Sampler(model.config.vocab, args.sampling);
+    const enc = new TextEncoder();
+    const lines = Deno.stdin.readable.pipeThrough(new TextDecoderStream("utf-8", { fatal: true }));
+    const reader = lines.getReader();
+    let buffered = "";
+    const readLine = async (): Promise<string | undefined> => {
+      while (!buffered.includes("\n")) {
+        const r = await reader.read();
+        if (r.done) {
+          if (buffered === "") return undefined;
+          const last = buffered;
+          buffered = "";
+          return last;
+        }
+        buffered += r.value;
+      }
+      const i = buffered.indexOf("\n");
+      const line = buffered.slice(0, i);
+      buffered = buffered.slice(i + 1);
+      return line;
+    };
+    const interactive = Deno.stdin.isTerminal();
+    let abort = new AbortController();
+    const onSigint = () => abort.abort();
+    Deno.addSignalListener("SIGINT", onSigint);
+    try {
+      while (true) {
+        if (interactive) await Deno.stdout.write(enc.encode("> "));
+        const line = await readLine();
+        if (line === undefined) break;
+        if (line.trim() === "") continue;
+        messages.push({ role: "user", content: line });
+        const text = renderChat(choice.template, messages, {
+          bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
+          eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
+          addGenerationPrompt: true,
+        });
+        const prompt = tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
+        abort = new AbortController();
+        sampler.reset();
+        let answer = "";
+        const it = generate(model, tokenizer, sampler, prompt, {
+          maxTokens: args.maxTokens,
+          signal: abort.signal,
+        });
+        while (true) {
+          const r = await it.next();
+          if (r.done) break;
+          answer += r.value.text;
+          await Deno.stdout.write(enc.encode(r.value.text));
+        }
+        await Deno.stdout.write(enc.encode("\n"));
+        messages.push({ role: "assistant", content: answer });
+      }
+    } finally {
+      Deno.removeSignalListener("SIGINT", onSigint);
+    }
+    return 0;
+  } finally {
+    model.close();
+  }
+}
+
+/** `cflow perplexity`: llama.cpp-style perplexity over a text file. */
+export async function runPerplexity(args: ModelArgs & { file: string }): Promise<number> {
+  const text = new TextDecoder("utf-8", { fatal: true }).decode(await Deno.readFile(args.file));
+  const { model, tokenizer } = await openSession(args);
+  try {
+    const tokens = tokenizer.encode(text, { addSpecial: false, parseSpecial: false });
+    const ctx = args.ctx ?? Math.min(512, model.contextLength);
+    const start = performance.now();
+    const r = perplexity(
+      model,
+      tokens,
+      ctx,
+      tokenizer.addBos ? tokenizer.bosId : undefined,
+      (done, total, ppl) => {
+        if (!args.json) console.error(`[${done}/${total}] ppl ${ppl.toFixed(4)}`);
+      },
+    );
+    const secs = (performance.now() - start) / 1000;
+    if (args.json) {
+      console.log(
+        JSON.stringify({
+          ppl: r.ppl,
+          stderr: r.stderr,
+          chunks: r.chunks,
+          ctx,
+          tokens: tokens.length,
+          scored: r.scored,
+          seconds: secs,
+        }),
+      );
+    } else {
+      console.log(
+        `perplexity ${r.ppl.toFixed(4)} +/- ${
+          r.stderr.toFixed(4)
+        } (${r.chunks} chunks of ${ctx}, ${r.scored} tokens scored, ${secs.toFixed(1)} s)`,
+      );
+    }
+    return 0;
+  } finally {
+    model.close();
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * Text generation: prompt tokens through the model (prefill), then one token
+ * at a time (decode), sampled, streamed as text that never splits a UTF-8
+ * sequence, stopped by end-of-generation tokens, stop strings, the token
+ * budget or an AbortSignal. Measures what llama.cpp users expect to see.
+ *
+ * @module
+ */
+
+import type { Transformer } from "../model/mod.ts";
+import { StopMatcher } from "../sampling/mod.ts";
+
+/**
+ * The tokenizer operations generation needs.
+ *
+ * @example
+ * ```ts
+ * import type { GenerationTokenizer } from "./generate.ts";
+ * function size(t: GenerationTokenizer): number {
+ *   return t.encode("hi").length;
+ * }
+ * ```
+ */
+export interface GenerationTokenizer {
+  /** Text to token ids. */
+  encode(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): number[];
+  /** True for end-of-generation tokens. */
+  isEog(id: number): boolean;
+  /** The bytes a token stands for. */
+  tokenBytes(id: number): Uint8Array;
+}
+
+/**
+ * The sampler operations generation needs.
+ *
+ * @example
+ * ```ts
+ * import type { GenerationSampler } from "./generate.ts";
+ * const greedy: GenerationSampler = {
+ *   sample: (logits) => logits.indexOf(Math.max(...logits)),
+ *   accept: () => {},
+ * };
+ * ```
+ */
+export interface GenerationSampler {
+  /** Picks the next token from the logits. */
+  sample(logits: Float32Array): number;
+  /** Records a token (prompt or generated) for penalties. */
+  accept(id: number): void;
+}
+
+/**
+ * One generated token.
+ *
+ * @example
+ * ```ts
+ * import type { GeneratedToken } from "./generate.ts";
+ * const t: GeneratedToken = { id: 42, text: "the" };
+ * ```
+ */
+export interface GeneratedToken {
+  /** Token id. */
+  id: number;
+  /** Text this token completes (may be "" while a UTF-8 sequence is incomplete). */
+  text: string;
+}
+
+/**
+ * What a generation measured.
+ *
+ * @example
+ * ```ts
+ * import type { GenerationStats } from "./generate.ts";
+ * function line(s: GenerationStats): string {
+ *   return `${s.decodeTokS.toFixed(1)} tok/s`;
+ * }
+ * ```
+ */
+export interface GenerationStats {
+  /** Prompt tokens fed to the model. */
+  promptTokens: number;
+  /** Prompt tokens per second of prefill. */
+  prefillTokS: number;
+  /** Milliseconds from the start to the first generated token. */
+  ttftMs: number;
+  /** Generated tokens. */
+  generatedTokens: number;
+  /** Generated tokens per second, timed from the first to the last token. */
+  decodeTokS: number;
+  /** Why generation stopped. */
+  stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context";
+}
+
+/**
+ * Options of {@link generate}.
+ *
+ * @example
+ * ```ts
+ * import type { GenerateOptions } from "./generate.ts";
+ * const o: GenerateOptions = { maxTokens: 32 };
+ * ```
+ */
+export interface GenerateOptions {
+  /** Most tokens to generate. */
+  maxTokens: number;
+  /** Strings that end generation (not emitted). */
+  stop?: readonly string[];
+  /** Cancels generation between tokens. */
+  signal?: AbortSignal;
+}
+
+/** Decodes token bytes to text without ever splitting a UTF-8 sequence. */
+class Utf8Stream {
+  #decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+  push(bytes: Uint8Array): string {
+    return this.#decoder.decode(bytes, { stream: true });
+  }
+  flush(): string {
+    return this.#decoder.decode();
+  }
+}
+
+/**
+ * Generates from prompt token ids; yields tokens as they are produced and
+ * returns the statistics.
+ *
+ * @example
+ * ```ts ignore
+ * import { generate } from "./generate.ts";
+ * const it = generate(model, tokenizer, sampler, prompt, { maxTokens: 16 });
+ * for (let r = await it.next(); !r.done; r = await it.next()) console.log(r.value.text);
+ * ```
+ */
+export async function* generate(
+  model: Transformer,
+  tokenizer: GenerationTokenizer,
+  sampler: GenerationSampler,
+  prompt: readonly number[],
+  options: GenerateOptions,
+): AsyncGenerator<GeneratedToken, GenerationStats> {
+  if (prompt.length === 0) throw new RangeError("generate: the prompt has no tokens");
+  if (!Number.isSafeInteger(options.maxTokens) || options.maxTokens < 0) {
+    throw new RangeError(`generate: maxTokens ${options.maxTokens} is not an integer >= 0`);
+  }
+  if (prompt.length > model.contextLength) {
+    throw new RangeError(
+      `generate: the prompt has ${prompt.length} tokens, more than the context of ${model.contextLength}`,
+    );
+  }
+  const start = performance.now();
+  // Prefill: every prompt token through the model, keeping the last logits.
+  let logits: Float32Array = new Float32Array(0);
+  for (let pos = 0; pos < prompt.length; pos++) {
+    logits = model.forward(prompt[pos], pos);
+    sampler.accept(prompt[pos]);
+  }
+  const prefillEnd = performance.now();
+  const utf8 = new Utf8Stream();
+  const stops = new StopMatcher(options.stop ?? []);
+  let pos = prompt.length;
+  let generated = 0;
+  let firstAt = 0;
+  let lastAt = 0;
+  let reason: GenerationStats["stopReason"] = "max_tokens";
+  while (generated < options.maxTokens) {
+    if (options.signal?.aborted) {
+      reason = "aborted";
+      break;
+    }
+    const id = sampler.sample(logits);
+    sampler.accept(id);
+    generated++;
+    lastAt = performance.now();
+    if (generated === 1) firstAt = lastAt;
+    if (tokenizer.isEog(id)) {
+      reason = "eog";
+      break;
+    }
+    const { emit, stopped } = stops.push(utf8.push(tokenizer.tokenBytes(id)));
+    yield { id, text: emit };
+    if (stopped) {
+      reason = "stop_string";
+      break;
+    }
+    if (generated >= options.maxTokens) break;
+    if (pos >= model.contextLength) {
+      reason = "context";
+      break;
+    }
+    logits = model.forward(id, pos++);
+    // Let the event loop run (signals, stdout) between tokens.
+    await Promise.resolve();
+  }
+  if (reason !== "stop_string") {
+    const tail = stops.push(utf8.flush()).emit + stops.flush();
+    if (tail !== "") yield { id: -1, text: tail };
+  }
+  const prefillMs = prefillEnd - start;
+  return {
+    promptTokens: prompt.length,
+    prefillTokS: prompt.length / Math.max(prefillMs / 1000, 1e-9),
+    ttftMs: (firstAt || performance.now()) - start,
+    generatedTokens: generated,
+    decodeTokS: generated > 1 ? (generated - 1) / Math.max((lastAt - firstAt) / 1000, 1e-9) : 0,
+    stopReason: reason,
+  };
+}
+
+/**
+ * 64-bit FNV-1a over the little-endian u32 bytes of token ids, as
+ * `fnv1a64:<16 hex digits>`: the hash reported for greedy outputs.
+ *
+ * @example
+ * ```ts
+ * import { fnv1a64 } from "./generate.ts";
+ * console.log(fnv1a64([])); // "fnv1a64:cbf29ce484222325"
+ * ```
+ */
+export function fnv1a64(ids: readonly number[]): string {
+  let h = 0xcbf29ce484222325n;
+  const prime = 0x100000001b3n;
+  for (const id of ids) {
+    for (let b = 0; b < 4; b++) {
+      h ^= BigInt((id >>> (8 * b)) & 0xff);
+      h = (h * prime) & 0xffffffffffffffffn;
+    }
+  }
+  return `fnv1a64:${h.toString(16).padStart(16, "0")}`;
+}

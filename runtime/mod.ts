@@ -1,0 +1,27 @@
+/**
+ * Running a model for users: the generation loop with its statistics,
+ * llama.cpp-style perplexity, and the cache of converted models.
+ *
+ * ```ts ignore
+ * import { fnv1a64, generate } from "./mod.ts";
+ * ```
+ *
+ * @module
+ */
+
+export { fnv1a64, generate } from "./generate.ts";
+export type {
+  GeneratedToken,
+  GenerateOptions,
+  GenerationSampler,
+  GenerationStats,
+  GenerationTokenizer,
+} from "./generate.ts";
+export { cacheDir, resolveModel } from "./model_store.ts";
+export type { ResolveOptions } from "./model_store.ts";
+export { perplexity } from "./perplexity.ts";
+export type { PerplexityResult } from "./perplexity.ts";
+export type { Transformer } from "../model/mod.ts";
+export type { TargetQuant } from "../convert/mod.ts";
+export type { Progress } from "../formats/cflow/mod.ts";
+export type { ModelConfig, RopeScaling } from "../model/mod.ts";

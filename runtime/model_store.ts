@@ -1,0 +1,109 @@
+/**
+ * Where models come from when a user names one: `.cflow`/`.vflow` files are
+ * used as they are; GGUF files and Hugging Face folders are converted once
+ * into a cache folder and the conversion is reused while the source is
+ * unchanged.
+ *
+ * @module
+ */
+
+import { convertFile, type TargetQuant } from "../convert/mod.ts";
+import { readEnv } from "../ffi/mod.ts";
+import type { Progress } from "../formats/cflow/mod.ts";
+
+/**
+ * The cache folder: `CFLOW_CACHE`, else `$HOME/.cache/cflow`.
+ *
+ * @example
+ * ```ts ignore
+ * import { cacheDir } from "./model_store.ts";
+ * console.log(cacheDir());
+ * ```
+ */
+export function cacheDir(): string {
+  const explicit = readEnv("CFLOW_CACHE");
+  if (explicit !== undefined) return explicit;
+  const home = readEnv("HOME");
+  if (home === undefined) throw new Error("model store: set CFLOW_CACHE (HOME is not available)");
+  return `${home}/.cache/cflow`;
+}
+
+async function sniff(path: string): Promise<"tiled" | "gguf" | "hf"> {
+  const info = await Deno.stat(path);
+  if (info.isDirectory) return "hf";
+  const file = await Deno.open(path, { read: true });
+  try {
+    const head = new Uint8Array(8);
+    const n = (await file.read(head)) ?? 0;
+    const text = new TextDecoder().decode(head.subarray(0, n));
+    if (text.startsWith("CFLOW") || text.startsWith("VFLOW")) return "tiled";
+    if (text.startsWith("GGUF")) return "gguf";
+  } finally {
+    file.close();
+  }
+  throw new RangeError(`${path}: not a .cflow, .vflow or GGUF file, nor a Hugging Face folder`);
+}
+
+async function shortHash(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest).subarray(0, 6), (b) => b.toString(16).padStart(2, "0"))
+    .join("");
+}
+
+/**
+ * Options of {@link resolveModel}.
+ *
+ * @example
+ * ```ts
+ * import type { ResolveOptions } from "./model_store.ts";
+ * const o: ResolveOptions = { quant: "q4_0" };
+ * ```
+ */
+export interface ResolveOptions {
+  /** Weight type of conversions (default q4_0). */
+  quant?: TargetQuant;
+  /** Cache folder (default {@link cacheDir}). */
+  cache?: string;
+  /** Conversion progress. */
+  progress?: Progress;
+  /** Called once before a conversion starts. */
+  onConvert?: (source: string, target: string) => void;
+}
+
+/**
+ * The `.cflow`/`.vflow` file to run for `path`, converting a GGUF file or a
+ * Hugging Face folder into the cache first when needed.
+ *
+ * @example
+ * ```ts ignore
+ * import { resolveModel } from "./model_store.ts";
+ * const path = await resolveModel("smollm2.gguf");
+ * ```
+ */
+export async function resolveModel(path: string, options: ResolveOptions = {}): Promise<string> {
+  const kind = await sniff(path);
+  if (kind === "tiled") return path;
+  const quant = options.quant ?? "q4_0";
+  const real = await Deno.realPath(path);
+  const info = await Deno.stat(real);
+  const key = await shortHash(`${real}\0${info.size}\0${info.mtime?.getTime()}\0${quant}\0cflow-5`);
+  const dir = options.cache ?? cacheDir();
+  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+  const base = real.split("/").filter((p) => p !== "").pop() ?? "model";
+  const target = `${dir}/${base.replace(/\.gguf$/i, "")}-${key}.${quant}.cflow`;
+  try {
+    await Deno.stat(target);
+    return target;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  options.onConvert?.(real, target);
+  await convertFile(real, target, {
+    format: "cflow",
+    quant,
+    rule: "ggml",
+    measureError: false,
+    progress: options.progress,
+  });
+  return target;
+}

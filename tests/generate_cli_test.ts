@@ -1,0 +1,171 @@
+/**
+ * `./cflow generate`, `chat` and `perplexity` as a user runs them, on the
+ * default model (SmolLM2-135M-Instruct, fetched and converted on first use).
+ */
+import assert from "node:assert/strict";
+import { fnv1a64 } from "../runtime/mod.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+async function cflow(
+  args: string[],
+  stdin?: Uint8Array,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = new Deno.Command(`${ROOT}cflow`, {
+    args,
+    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", CFLOW_KERNEL_VARIANT: "", CFLOW_CPU_DISABLE: "" },
+    stdin: stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(stdin);
+    await w.close();
+  }
+  const out = await child.output();
+  const d = new TextDecoder();
+  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
+}
+
+Deno.test("generate --json: text, ids, fnv1a64 hash and stats; greedy output is deterministic", async () => {
+  const args = [
+    "generate",
+    "--prompt",
+    "The three primary colors are",
+    "--max-tokens",
+    "16",
+    "--temperature",
+    "0",
+    "--json",
+  ];
+  const a = await cflow(args);
+  assert.equal(a.code, 0, a.stderr);
+  const r = JSON.parse(a.stdout);
+  assert.equal(typeof r.text, "string");
+  assert.ok(r.text.length > 0);
+  assert.equal(r.tokens.length, r.stats.generated_tokens);
+  assert.equal(r.hash, fnv1a64(r.tokens));
+  assert.match(r.hash, /^fnv1a64:[0-9a-f]{16}$/);
+  for (
+    const k of [
+      "prompt_tokens",
+      "prefill_tok_s",
+      "ttft_ms",
+      "decode_tok_s",
+      "generated_tokens",
+      "peak_rss_mib",
+    ]
+  ) {
+    assert.equal(typeof r.stats[k], "number", k);
+  }
+  assert.ok(r.stats.peak_rss_mib > 10);
+  const b = JSON.parse((await cflow(args)).stdout);
+  assert.equal(b.hash, r.hash, "same greedy output twice");
+  console.log(`greedy: ${JSON.stringify(r.text)} ${r.hash}`);
+});
+
+Deno.test("generate streams text to stdout and one stats line to stderr; seeds reproduce", async () => {
+  const args = [
+    "generate",
+    "--prompt",
+    "Once upon a time",
+    "--max-tokens",
+    "12",
+    "--seed",
+    "7",
+    "--temperature",
+    "0.9",
+  ];
+  const a = await cflow(args);
+  assert.equal(a.code, 0, a.stderr);
+  assert.match(
+    a.stderr.trim().split("\n").pop()!,
+    /^prompt \d+ tokens, prefill [0-9.]+ tok\/s, ttft \d+ ms, decode [0-9.]+ tok\/s, \d+ tokens .*peak RSS \d+ MiB$/,
+  );
+  const b = await cflow(args);
+  assert.equal(b.stdout, a.stdout, "same seed, same text");
+});
+
+Deno.test("the prompt can come from stdin; invalid UTF-8 there is a clear error", async () => {
+  const ok = await cflow(
+    ["generate", "--max-tokens", "4", "--temperature", "0"],
+    new TextEncoder().encode("Hello"),
+  );
+  assert.equal(ok.code, 0, ok.stderr);
+  const bad = await cflow(
+    ["generate", "--max-tokens", "4"],
+    new Uint8Array([0x48, 0xff, 0xfe, 0x41]),
+  );
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /stdin: the input is not valid UTF-8/);
+});
+
+Deno.test("a prompt longer than the context is refused, or truncated on request", async () => {
+  const long = "word ".repeat(200);
+  const r = await cflow(["generate", "--prompt", long, "--ctx", "64", "--max-tokens", "4"]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /more than the context of 64/);
+  const t = await cflow([
+    "generate",
+    "--prompt",
+    long,
+    "--ctx",
+    "64",
+    "--max-tokens",
+    "4",
+    "--truncate",
+    "left",
+    "--json",
+    "--temperature",
+    "0",
+  ]);
+  assert.equal(t.code, 0, t.stderr);
+  assert.ok(JSON.parse(t.stdout).prompt_tokens <= 60);
+});
+
+Deno.test("chat answers each line of piped input using the model's template", async () => {
+  const r = await cflow(
+    ["chat", "--max-tokens", "8", "--temperature", "0"],
+    new TextEncoder().encode("Hi!\nWhat is 2+2?\n"),
+  );
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(
+    r.stdout.trim().split("\n").filter((l) => l.trim() !== "").length >= 2,
+    true,
+    r.stdout,
+  );
+});
+
+Deno.test("perplexity reports a finite value over a text file", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cflow-ppl-" });
+  try {
+    const text = "The quick brown fox jumps over the lazy dog. ".repeat(40);
+    await Deno.writeTextFile(`${dir}/t.txt`, text);
+    const r = await cflow(["perplexity", "--file", `${dir}/t.txt`, "--ctx", "64", "--json"]);
+    assert.equal(r.code, 0, r.stderr);
+    const j = JSON.parse(r.stdout);
+    assert.ok(Number.isFinite(j.ppl) && j.ppl >= 1 && j.ppl < 50, `ppl ${j.ppl}`);
+    assert.ok(j.chunks >= 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("bad options are usage errors", async () => {
+  for (
+    const args of [["generate", "--prompt", "x", "--top-k", "-1"], [
+      "generate",
+      "--prompt",
+      "x",
+      "--temperature",
+      "hot",
+    ], ["perplexity"]]
+  ) {
+    const r = await cflow(args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+  }
+  const r = await cflow(["generate", "--prompt", "x", "--top-p", "2"]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /topP|top_p|top-p/i);
+});
