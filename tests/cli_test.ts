@@ -101,9 +101,9 @@ Deno.test("usage errors exit 2; unimplemented commands say so", async () => {
   assert.match(unknown.stderr, /unknown command 'frobnicate'/);
   const badFlag = await cflow(["doctor", "--nope"]);
   assert.equal(badFlag.code, 2);
-  const generate = await cflow(["generate"]);
-  assert.equal(generate.code, 2);
-  assert.match(generate.stderr, /not implemented yet/);
+  const serve = await cflow(["serve"]);
+  assert.equal(serve.code, 2);
+  assert.match(serve.stderr, /not implemented yet/);
   const help = await cflow(["help"]);
   assert.equal(help.code, 0);
   assert.match(help.stdout, /usage: cflow <command>/);
