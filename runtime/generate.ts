@@ -220,6 +220,9 @@ export function fnv1a64(ids: readonly number[]): string {
   let h = 0xcbf29ce484222325n;
   const prime = 0x100000001b3n;
   for (const id of ids) {
+    if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) {
+      throw new RangeError(`fnv1a64: ${id} is not a u32`);
+    }
     for (let b = 0; b < 4; b++) {
       h ^= BigInt((id >>> (8 * b)) & 0xff);
       h = (h * prime) & 0xffffffffffffffffn;
