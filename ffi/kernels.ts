@@ -149,8 +149,16 @@ function featureMask(features: readonly CpuFeature[]): bigint {
   return mask;
 }
 
-/** A size argument: the binding takes usize as bigint. */
-function sz(n: number): bigint {
+const SMALL_SIZES: bigint[] = [];
+
+/**
+ * A size argument: the binding takes usize as bigint. Sizes below 2^20 are
+ * memoized so that per-token calls do not allocate.
+ *
+ * @internal
+ */
+export function sz(n: number): bigint {
+  if (n < 1 << 20) return SMALL_SIZES[n] ??= BigInt(n);
   return BigInt(n);
 }
 

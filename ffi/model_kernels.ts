@@ -8,9 +8,23 @@
  */
 
 import { KernelError } from "./errors.ts";
-import type { Kernels } from "./kernels.ts";
+import { type Kernels, sz } from "./kernels.ts";
 import type { MemoryRegion } from "./memory.ts";
 import { STATUS } from "./symbols.ts";
+
+const LARGE_SIZES = new Map<number, bigint>();
+
+/** A size that may exceed 2^20 (file offsets, cache lengths), memoized: the same few recur every token. */
+function sizeArg(n: number): bigint {
+  if (n < 1 << 20) return sz(n);
+  let b = LARGE_SIZES.get(n);
+  if (b === undefined) {
+    if (LARGE_SIZES.size > 65536) LARGE_SIZES.clear();
+    b = BigInt(n);
+    LARGE_SIZES.set(n, b);
+  }
+  return b;
+}
 
 /** Tile types (docs/FORMAT.md). */
 const TILE_TYPES = new Set([1, 2, 3]);
@@ -81,18 +95,18 @@ export function tilesMatvec(
   }
   const rc = k.symbols.cf_tiles_matvec(
     region.handle,
-    BigInt(offset),
-    BigInt(length),
+    sizeArg(offset),
+    sizeArg(length),
     tileType,
-    BigInt(cols),
+    sz(cols),
     memberRows.length,
     memberRows,
     q8,
-    BigInt(q8.length),
+    sz(q8.length),
     f32,
-    BigInt(f32.length),
+    sz(f32.length),
     y,
-    BigInt(y.length),
+    sz(y.length),
   );
   if (rc !== STATUS.OK) throw new KernelError("cf_tiles_matvec", rc);
 }
@@ -176,15 +190,15 @@ export function attention(
     kCache,
     vCache,
     f16 ? 2 : 1,
-    BigInt(Math.min(kCache.length, vCache.length)),
+    sizeArg(Math.min(kCache.length, vCache.length)),
     first,
     nPos,
     scale,
     softcap,
     scores,
-    BigInt(scores.length),
+    sizeArg(scores.length),
     out,
-    BigInt(out.length),
+    sz(out.length),
   );
   if (rc !== STATUS.OK) throw new KernelError("cf_attention", rc);
 }

@@ -76,6 +76,7 @@ class RunState {
   scores: Float32Array; // heads x context
   logits: Float32Array;
   headTmp: Float32Array;
+  embedScratch: Uint8Array; // one tile row of the embedding matrix
   constructor(c: ModelConfig, ctx: number) {
     const pad = (n: number) => Math.ceil(n / 32) * 32;
     const qDim = c.heads * c.headDim;
@@ -93,6 +94,7 @@ class RunState {
     this.scores = new Float32Array(c.heads * ctx);
     this.logits = new Float32Array(c.vocab);
     this.headTmp = new Float32Array(c.headDim);
+    this.embedScratch = new Uint8Array(TILE_COLS * 4);
   }
 }
 
@@ -305,14 +307,19 @@ export class Transformer {
     for (let c0 = 0; c0 < cols; c0 += TILE_COLS) {
       const tc = Math.min(TILE_COLS, cols - c0);
       const body = pos + TILE_HEADER_BYTES;
+      const scratch = this.#s.embedScratch;
       if (run.type === TILE_TYPE.F32) {
-        const row = this.#file.bytes(body + r * tc * 4, tc * 4);
-        out.set(new Float32Array(row.slice().buffer), c0);
+        this.#file.readInto(body + r * tc * 4, tc * 4, scratch);
+        out.set(new Float32Array(scratch.buffer, 0, tc), c0);
       } else {
         const ng = Math.ceil(tc / 32);
         const gb = run.type === TILE_TYPE.Q4_0 ? 16 : 32;
-        const scales = this.#file.bytes(body + r * ng * 2, ng * 2);
-        const data = this.#file.bytes(body + stripeRows * ng * 2 + r * ng * gb, ng * gb);
+        const scales = this.#file.readInto(body + r * ng * 2, ng * 2, scratch.subarray(0, 16));
+        const data = this.#file.readInto(
+          body + stripeRows * ng * 2 + r * ng * gb,
+          ng * gb,
+          scratch.subarray(16),
+        );
         for (let g = 0; g < ng; g++) {
           const d = f16BitsToF32(scales[2 * g] | (scales[2 * g + 1] << 8));
           for (let j = 0; j < 32 && g * 32 + j < tc; j++) {

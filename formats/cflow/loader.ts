@@ -52,6 +52,24 @@ export class LoadedTiledFile {
     return this.source.read(offset, length);
   }
 
+  /**
+   * Copies [offset, offset + length) into `into` (no allocation): the
+   * per-token path when views are not available.
+   */
+  readInto(offset: number, length: number, into: Uint8Array): Uint8Array {
+    if (
+      !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 ||
+      offset + length > this.file.size
+    ) {
+      throw new RangeError(`${this.#mapped.path}: range ${offset}+${length} is outside the file`);
+    }
+    if (this.zeroCopy) {
+      into.set(this.#mapped.bytes.subarray(offset, offset + length));
+      return into.subarray(0, length);
+    }
+    return this.#mapped.read(offset, length, into);
+  }
+
   /** The data of an entry (all tiles of its run, or its f32 values). */
   entryBytes(entry: EntryDescriptor): Uint8Array {
     return this.bytes(entry.offset, entry.length);

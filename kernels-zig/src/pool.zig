@@ -15,9 +15,10 @@ const Futex = std.Thread.Futex;
 
 pub const max_threads: u32 = 256;
 
-/// Spin iterations (each a `pause`) before a worker sleeps: about a
-/// millisecond on current x86 cores.
-const spin_limit: u32 = 50_000;
+/// Spin iterations (each a `pause`) before an idle worker sleeps: a few
+/// hundred microseconds, enough to bridge the gaps between the kernels of a
+/// token without burning a core another process needs.
+const spin_limit: u32 = 20_000;
 
 pub const Job = struct {
     run: *const fn (ctx: *const anyopaque, begin: usize, end: usize) void,
@@ -29,13 +30,24 @@ pub const Job = struct {
 pub const Pool = struct {
     workers: [max_threads - 1]std.Thread = undefined,
     n_workers: u32 = 0,
+    /// Bumped for every job and for stop; idle workers wait on it.
     generation: Atomic(u32) = .init(0),
     sleepers: Atomic(u32) = .init(0),
-    remaining: Atomic(u32) = .init(0),
-    next_chunk: Atomic(usize) = .init(0),
+    /// The current job's chunks: job tag (24 bits) | chunk count (20) | next chunk (20).
+    ticket: Atomic(u64) = .init(0),
+    /// Chunks of the current job finished; the caller waits for all of them.
+    done: Atomic(u32) = .init(0),
+    caller_sleeping: Atomic(u32) = .init(0),
     stopping: Atomic(bool) = .init(false),
+    tag: u64 = 0,
     job: Job = undefined,
-    n_chunks: usize = 0,
+
+    const field_bits = 20;
+    const field_mask: u64 = (1 << field_bits) - 1;
+    const max_chunks: usize = field_mask;
+    const tag_mask: u64 = (1 << 24) - 1;
+    /// Spins of the caller waiting for the last chunks before it sleeps.
+    const caller_spin_limit: u32 = 4_000;
 
     /// Starts `n_threads - 1` workers (the caller is the n-th thread).
     pub fn start(self: *Pool, n_threads: u32) !void {
@@ -65,44 +77,64 @@ pub const Pool = struct {
         return self.n_workers + 1;
     }
 
-    /// Runs `job` to completion on every thread of the pool.
-    pub fn run(self: *Pool, job: Job) void {
-        assert(job.chunk > 0);
+    /// Runs `job` to completion. The caller takes chunks like any worker and
+    /// returns as soon as every chunk is done: a worker that is not running
+    /// (another process has its core) never holds the caller up, because it
+    /// only claims chunks that are left.
+    pub fn run(self: *Pool, job_in: Job) void {
+        assert(job_in.chunk > 0);
+        var job = job_in;
+        if (std.math.divCeil(usize, job.items, job.chunk) catch unreachable > max_chunks) {
+            job.chunk = std.math.divCeil(usize, job.items, max_chunks) catch unreachable;
+        }
         const n_chunks = std.math.divCeil(usize, job.items, job.chunk) catch unreachable;
         if (n_chunks == 0) return;
         if (self.n_workers == 0 or n_chunks == 1) {
             job.run(job.ctx, 0, job.items);
             return;
         }
+        assert(n_chunks <= max_chunks);
         self.job = job;
-        self.n_chunks = n_chunks;
-        self.next_chunk.store(0, .monotonic);
-        self.remaining.store(self.n_workers, .monotonic);
+        self.done.store(0, .monotonic);
+        self.tag = (self.tag + 1) & tag_mask;
+        self.ticket.store((self.tag << (2 * field_bits)) | (@as(u64, n_chunks) << field_bits), .release);
         _ = self.generation.fetchAdd(1, .seq_cst);
         if (self.sleepers.load(.seq_cst) > 0) Futex.wake(&self.generation, std.math.maxInt(u32));
         self.work();
+        const total: u32 = @intCast(n_chunks);
         var spins: u32 = 0;
-        while (self.remaining.load(.acquire) != 0) {
-            if (spins < spin_limit) {
+        while (true) {
+            const d = self.done.load(.seq_cst);
+            if (d == total) break;
+            if (spins < caller_spin_limit) {
                 spins += 1;
                 std.atomic.spinLoopHint();
-            } else {
-                std.Thread.yield() catch {};
+                continue;
             }
+            self.caller_sleeping.store(1, .seq_cst);
+            if (self.done.load(.seq_cst) != total) Futex.wait(&self.done, d);
+            self.caller_sleeping.store(0, .seq_cst);
         }
     }
 
+    /// Claims and runs chunks of the current job until none are left.
     fn work(self: *Pool) void {
-        const job = self.job;
         var guard: usize = 0;
-        while (guard <= self.n_chunks) : (guard += 1) {
-            const c = self.next_chunk.fetchAdd(1, .monotonic);
-            if (c >= self.n_chunks) return;
-            const begin = c * job.chunk;
+        while (guard <= max_chunks) : (guard += 1) {
+            const t = self.ticket.load(.acquire);
+            const n = (t >> field_bits) & field_mask;
+            const next = t & field_mask;
+            if (next >= n) return;
+            if (self.ticket.cmpxchgWeak(t, t + 1, .acq_rel, .monotonic) != null) continue;
+            // Chunk `next` is ours; the job cannot change until it is done.
+            const job = self.job;
+            const begin = next * job.chunk;
             const end = @min(job.items, begin + job.chunk);
             job.run(job.ctx, begin, end);
+            const finished = self.done.fetchAdd(1, .seq_cst) + 1;
+            if (finished == n and self.caller_sleeping.load(.seq_cst) == 1) Futex.wake(&self.done, 1);
         }
-        unreachable; // each call claims at most n_chunks chunks
+        unreachable; // a job has at most max_chunks chunks
     }
 
     fn workerMain(self: *Pool, first_seen: u32) void {
@@ -126,7 +158,6 @@ pub const Pool = struct {
             }
             if (self.stopping.load(.acquire)) return;
             self.work();
-            _ = self.remaining.fetchSub(1, .release);
         }
     }
 };
