@@ -29,6 +29,8 @@ export class UsageError extends Error {
 /** Options shared by the model commands, already parsed. */
 export interface ModelArgs {
   model: string;
+  /** A chat template to use instead of the model's own (its text). */
+  template?: string;
   ctx?: number;
   kvCache: "f16" | "f32";
   quant: TargetQuant;
@@ -145,7 +147,10 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
   try {
     let text = args.prompt;
     if (args.chatTemplate) {
-      const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate });
+      const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate }, {
+        override: args.template,
+        model: args.model,
+      });
       text = renderChat(choice.template, [{ role: "user", content: text }], {
         bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
         eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
@@ -223,7 +228,10 @@ export async function runChat(
 ): Promise<number> {
   const { model, tokenizer } = await openSession(args);
   try {
-    const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate });
+    const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate }, {
+      override: args.template,
+      model: args.model,
+    });
     const messages: ChatMessage[] = args.system ? [{ role: "system", content: args.system }] : [];
     const sampler = new Sampler(model.config.vocab, args.sampling);
     const enc = new TextEncoder();

@@ -44,6 +44,7 @@ model options (generate, chat, perplexity):
                     into the cache; default: SmolLM2-135M-Instruct, fetched on first use)
   --prompt P        the prompt (generate; default: read stdin)
   --chat-template   generate: wrap the prompt in the model's chat template
+  --template FILE   a Jinja chat template to use instead of the model's own
   --max-tokens N    tokens to generate (default 128)
   --temperature T   0 = greedy (default 0.8)
   --top-k K         default 40 (0 = off)     --top-p P   default 0.95
@@ -157,6 +158,7 @@ export async function main(args: string[]): Promise<number> {
           truncate: { type: "string" },
           file: { type: "string" },
           system: { type: "string" },
+          template: { type: "string" },
           version: { type: "boolean", short: "V", default: false },
           help: { type: "boolean", short: "h", default: false },
         },
@@ -227,6 +229,9 @@ export async function main(args: string[]): Promise<number> {
           kvCache: choice(values["kv-cache"] ?? "f16", "--kv-cache", ["f16", "f32"] as const),
           quant: choice(values.quant ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
           json: values.json,
+          template: values.template === undefined
+            ? undefined
+            : await Deno.readTextFile(values.template),
         };
         const sampling = {
           temperature: num(values.temperature, "--temperature", 0.8),

@@ -206,3 +206,53 @@ Deno.test({
     assert.ok(letters > 0.8, `mostly words: ${out.text}`);
   },
 });
+
+Deno.test("--chat-template wraps the prompt in the model's template, or in --template's", async () => {
+  const own = await cflow([
+    "generate",
+    "--prompt",
+    "Name a color.",
+    "--chat-template",
+    "--max-tokens",
+    "4",
+    "--temperature",
+    "0",
+    "--json",
+  ]);
+  assert.equal(own.code, 0, own.stderr);
+  const dir = await Deno.makeTempDir({ prefix: "cflow-template-" });
+  try {
+    await Deno.writeTextFile(
+      `${dir}/t.jinja`,
+      "{% for m in messages %}Q: {{ m.content }}\nA:{% endfor %}",
+    );
+    const r = await cflow([
+      "generate",
+      "--prompt",
+      "Name a color.",
+      "--chat-template",
+      "--template",
+      `${dir}/t.jinja`,
+      "--max-tokens",
+      "4",
+      "--temperature",
+      "0",
+      "--json",
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    // "Q: Name a color.\\nA:" is fewer tokens than SmolLM2's ChatML rendering with its system turn.
+    assert.ok(JSON.parse(r.stdout).prompt_tokens < JSON.parse(own.stdout).prompt_tokens);
+    await Deno.writeTextFile(`${dir}/bad.jinja`, "{{ raise_exception('no') }}");
+    const bad = await cflow([
+      "generate",
+      "--prompt",
+      "x",
+      "--chat-template",
+      "--template",
+      `${dir}/bad.jinja`,
+    ]);
+    assert.equal(bad.code, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
