@@ -92,7 +92,9 @@ async function main() {
 
   const text = new TextDecoder("utf-8", { fatal: true }).decode(fs.readFileSync(values.file));
   const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : undefined;
-  if (model.tokens.shouldPrependBosToken && (bos === null || bos === undefined)) throw new Error("the model has no BOS id");
+  if (model.tokens.shouldPrependBosToken && (bos === null || bos === undefined)) {
+    throw new Error("the model has no BOS id");
+  }
   const textTokens = model.tokenize(text, false);
   const tokens = bos === undefined ? textTokens : [bos, ...textTokens];
   if (values["tokens-out"]) fs.writeFileSync(values["tokens-out"], JSON.stringify(tokens) + "\n");
