@@ -208,50 +208,39 @@ inline fn lanesQ8_0x1Avx2(w: *const [32]i8, x: *const [32]i8) V8i32 {
     return @"llvm.x86.avx2.pmadd.wd"(w_lo, x_lo) + @"llvm.x86.avx2.pmadd.wd"(w_hi, x_hi);
 }
 
-/// Per-block integer dot products, sum((q - 8) * x) for each block.
-pub fn blockDotsQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0, out: []i32) void {
+/// Per-block integer dot products of Q4_0 (sum((q - 8) * x)) or Q8_0
+/// (sum(w * x)) weight blocks with Q8_0 activation blocks.
+fn blockDots(comptime W: type, w: []const W, x: []const BlockQ8_0, out: []i32) void {
     assert(w.len == x.len);
     assert(out.len == w.len);
+    const L = Lanes(W);
     switch (variant) {
         .scalar => for (w, x, out) |*wb, *xb, *o| {
-            o.* = scalar.blockDotQ4_0(wb, xb);
+            o.* = if (W == BlockQ4_0) scalar.blockDotQ4_0(wb, xb) else scalar.blockDotQ8_0(wb, xb);
         },
         .avx2 => for (w, x, out) |*wb, *xb, *o| {
-            o.* = @reduce(.Add, lanesQ4_0x1Avx2(&wb.qs, &xb.qs));
+            o.* = @reduce(.Add, L.avx2(&wb.qs, &xb.qs));
         },
         .avx512vnni => {
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
-                const l = lanesQ4_0x2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs);
+                const l = L.vnni2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs);
                 out[i] = @reduce(.Add, std.simd.extract(l, 0, 8));
                 out[i + 1] = @reduce(.Add, std.simd.extract(l, 8, 8));
             }
-            if (i < w.len) out[i] = @reduce(.Add, lanesQ4_0x1Vnni(&w[i].qs, &x[i].qs));
+            if (i < w.len) out[i] = @reduce(.Add, L.vnni1(&w[i].qs, &x[i].qs));
         },
     }
 }
 
+/// Per-block integer dot products, sum((q - 8) * x) for each block.
+pub fn blockDotsQ4_0(w: []const BlockQ4_0, x: []const BlockQ8_0, out: []i32) void {
+    blockDots(BlockQ4_0, w, x, out);
+}
+
 /// Per-block integer dot products, sum(w * x) for each block.
 pub fn blockDotsQ8_0(w: []const BlockQ8_0, x: []const BlockQ8_0, out: []i32) void {
-    assert(w.len == x.len);
-    assert(out.len == w.len);
-    switch (variant) {
-        .scalar => for (w, x, out) |*wb, *xb, *o| {
-            o.* = scalar.blockDotQ8_0(wb, xb);
-        },
-        .avx2 => for (w, x, out) |*wb, *xb, *o| {
-            o.* = @reduce(.Add, lanesQ8_0x1Avx2(&wb.qs, &xb.qs));
-        },
-        .avx512vnni => {
-            var i: usize = 0;
-            while (i + 2 <= w.len) : (i += 2) {
-                const l = lanesQ8_0x2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs);
-                out[i] = @reduce(.Add, std.simd.extract(l, 0, 8));
-                out[i + 1] = @reduce(.Add, std.simd.extract(l, 8, 8));
-            }
-            if (i < w.len) out[i] = @reduce(.Add, lanesQ8_0x1Vnni(&w[i].qs, &x[i].qs));
-        },
-    }
+    blockDots(BlockQ8_0, w, x, out);
 }
 
 inline fn scalePair(wa: anytype, wb: anytype, xa: *const BlockQ8_0, xb: *const BlockQ8_0) @Vector(16, f32) {
