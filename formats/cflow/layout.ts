@@ -273,6 +273,23 @@ function planBlock(content: BlockContent, start: number): PlannedBlock {
   };
 }
 
+/** Appends a one-block section that starts where the block does; returns its end. */
+function pushSection(
+  sections: PlannedSection[],
+  kind: number,
+  index: number,
+  block: PlannedBlock,
+): number {
+  sections.push({
+    kind,
+    index,
+    offset: block.offset,
+    length: block.end - block.offset,
+    blocks: [block],
+  });
+  return block.end;
+}
+
 function metadataBytes(model: ModelWeights): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(model.metadata));
 }
@@ -332,30 +349,19 @@ export function planCflow(model: ModelWeights): FilePlan {
   });
   pos = alignUp(pos + meta.length);
   for (const content of cflowBlocks(model)) {
-    const block = planBlock(content, pos);
-    sections.push({
-      kind: SECTION.LAYER,
-      index: content.layer,
-      offset: pos,
-      length: block.end - pos,
-      blocks: [block],
-    });
-    pos = alignUp(block.end);
+    pos = alignUp(pushSection(sections, SECTION.LAYER, content.layer, planBlock(content, pos)));
   }
-  const vocab = planBlock({
-    stage: STAGE.VOCAB,
-    layer: VOCAB_LAYER,
-    parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
-    experts: [],
-  }, pos);
-  sections.push({
-    kind: SECTION.VOCAB,
-    index: 0,
-    offset: pos,
-    length: vocab.end - pos,
-    blocks: [vocab],
-  });
-  pos = vocab.end;
+  pos = pushSection(
+    sections,
+    SECTION.VOCAB,
+    0,
+    planBlock({
+      stage: STAGE.VOCAB,
+      layer: VOCAB_LAYER,
+      parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
+      experts: [],
+    }, pos),
+  );
   return {
     format: "cflow",
     headerBytes: GLOBAL_HEADER_BYTES,
@@ -459,35 +465,29 @@ export function planVflow(model: ModelWeights): FilePlan {
     plannedGroups.push({ ...grp, section: sections.length - 1 });
   });
   for (const l of moeLayers) {
-    const b = planBlock({
-      stage: STAGE.EXPERTS,
-      layer: l,
-      parts: [],
-      experts: [{ layer: l, moe: model.layers[l].moe! }],
-    }, pos);
-    sections.push({
-      kind: SECTION.EXPERTS,
-      index: l,
-      offset: pos,
-      length: b.end - pos,
-      blocks: [b],
-    });
-    pos = alignUp(b.end);
+    pos = alignUp(pushSection(
+      sections,
+      SECTION.EXPERTS,
+      l,
+      planBlock({
+        stage: STAGE.EXPERTS,
+        layer: l,
+        parts: [],
+        experts: [{ layer: l, moe: model.layers[l].moe! }],
+      }, pos),
+    ));
   }
-  const vocab = planBlock({
-    stage: STAGE.VOCAB,
-    layer: VOCAB_LAYER,
-    parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
-    experts: [],
-  }, pos);
-  sections.push({
-    kind: SECTION.VOCAB,
-    index: 0,
-    offset: pos,
-    length: vocab.end - pos,
-    blocks: [vocab],
-  });
-  pos = vocab.end;
+  pos = pushSection(
+    sections,
+    SECTION.VOCAB,
+    0,
+    planBlock({
+      stage: STAGE.VOCAB,
+      layer: VOCAB_LAYER,
+      parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
+      experts: [],
+    }, pos),
+  );
   return {
     format: "vflow",
     headerBytes: VFLOW_HEADER_BYTES,
