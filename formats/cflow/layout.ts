@@ -290,6 +290,17 @@ function pushSection(
   return block.end;
 }
 
+/** The vocabulary section, last in both formats; returns the end of the file. */
+function planVocab(model: ModelWeights, sections: PlannedSection[], pos: number): number {
+  const block = planBlock({
+    stage: STAGE.VOCAB,
+    layer: VOCAB_LAYER,
+    parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
+    experts: [],
+  }, pos);
+  return pushSection(sections, SECTION.VOCAB, 0, block);
+}
+
 function metadataBytes(model: ModelWeights): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(model.metadata));
 }
@@ -351,17 +362,7 @@ export function planCflow(model: ModelWeights): FilePlan {
   for (const content of cflowBlocks(model)) {
     pos = alignUp(pushSection(sections, SECTION.LAYER, content.layer, planBlock(content, pos)));
   }
-  pos = pushSection(
-    sections,
-    SECTION.VOCAB,
-    0,
-    planBlock({
-      stage: STAGE.VOCAB,
-      layer: VOCAB_LAYER,
-      parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
-      experts: [],
-    }, pos),
-  );
+  pos = planVocab(model, sections, pos);
   return {
     format: "cflow",
     headerBytes: GLOBAL_HEADER_BYTES,
@@ -477,17 +478,7 @@ export function planVflow(model: ModelWeights): FilePlan {
       }, pos),
     ));
   }
-  pos = pushSection(
-    sections,
-    SECTION.VOCAB,
-    0,
-    planBlock({
-      stage: STAGE.VOCAB,
-      layer: VOCAB_LAYER,
-      parts: [{ layer: VOCAB_LAYER, items: model.vocab }],
-      experts: [],
-    }, pos),
-  );
+  pos = planVocab(model, sections, pos);
   return {
     format: "vflow",
     headerBytes: VFLOW_HEADER_BYTES,
