@@ -18,6 +18,7 @@ const STATUS_TEXT: Record<number, string> = {
   [STATUS.HANDLE]: "the handle is unknown or already released",
   [STATUS.OVERFLOW]: "a size computation overflowed",
   [STATUS.LIMIT]: "a fixed limit would be exceeded",
+  [STATUS.BUSY]: "in use (a region a plan still reads, or a plan already running)",
 };
 
 const ERRNO_NAMES: Record<number, string> = {

@@ -107,6 +107,25 @@ export abstract class MemoryRegion {
     return length === dst.length ? dst : dst.subarray(0, length);
   }
 
+  /**
+   * Copies `src` into [offset, offset + src.length) of an allocation (file
+   * mappings are read-only and refuse).
+   */
+  write(offset: number, src: Uint8Array): void {
+    const fn = `${this.constructor.name}.write`;
+    if (this.closed) throw new KernelError("cf_write", STATUS.HANDLE);
+    if (!(src instanceof Uint8Array)) throw new TypeError(`${fn}: src must be a Uint8Array`);
+    checkRange(fn, this.size, offset, src.length);
+    if (src.length === 0) return;
+    const rc = openKernels().symbols.cf_write(
+      this.#handle,
+      BigInt(offset),
+      src,
+      BigInt(src.length),
+    );
+    if (rc !== STATUS.OK) throw new KernelError("cf_write", rc);
+  }
+
   /** @internal The library's handle for this region (0 once closed); ffi/ only. */
   get handle(): number {
     return this.#handle;

@@ -41,3 +41,13 @@ export {
 export type { Advice, CpuFeature, KernelSymbols, VariantName } from "./symbols.ts";
 export { attention, tilesMatvec } from "./model_kernels.ts";
 export type { Activation, KvBuffer } from "./model_kernels.ts";
+export {
+  actRowBytes,
+  MAX_PLAN_BATCH,
+  packedBytes,
+  packRun,
+  Plan,
+  PlanBuilder,
+  RUN_KIND,
+} from "./plan.ts";
+export type { Buf, OpOptions, RunKind, WeightRun } from "./plan.ts";

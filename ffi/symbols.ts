@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION: number = 1;
+export const ABI_VERSION: number = 2;
 
 /**
  * The symbol table passed to `Deno.dlopen`.
@@ -141,6 +141,22 @@ export const symbols = {
   },
   // int32_t cf_map_file(const uint8_t *path, size_t path_len, uint64_t out[2])
   cf_map_file: { parameters: ["buffer", "usize", "buffer"], result: "i32" },
+  // int32_t cf_plan_create(int32_t workspace, const uint32_t *ops, size_t ops_words,
+  //     const uint32_t *runs, size_t runs_words, uint32_t max_tokens, uint32_t context,
+  //     uint32_t where[2])
+  cf_plan_create: {
+    parameters: ["i32", "buffer", "usize", "buffer", "usize", "u32", "u32", "buffer"],
+    result: "i32",
+  },
+  // int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos)
+  cf_plan_run: { parameters: ["i32", "buffer", "usize", "u32"], result: "i32" },
+  // int32_t cf_plan_destroy(int32_t plan)
+  cf_plan_destroy: { parameters: ["i32"], result: "i32" },
+  // int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset,
+  //     size_t dst_len)
+  cf_pack: { parameters: ["buffer", "usize", "i32", "usize", "usize"], result: "i32" },
+  // int32_t cf_write(int32_t handle, size_t offset, const uint8_t *src, size_t len)
+  cf_write: { parameters: ["i32", "usize", "buffer", "usize"], result: "i32" },
   // int32_t cf_alloc(size_t len, size_t alignment, uint64_t out[2])
   cf_alloc: { parameters: ["usize", "usize", "buffer"], result: "i32" },
   // int32_t cf_release(int32_t handle)
@@ -187,6 +203,7 @@ export const STATUS = {
   HANDLE: -10,
   OVERFLOW: -11,
   LIMIT: -12,
+  BUSY: -13,
 } as const;
 
 /**

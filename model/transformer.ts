@@ -8,12 +8,19 @@
  */
 
 import {
-  attention,
+  actRowBytes,
+  type AlignedBuffer,
+  allocAligned,
+  type Buf,
   type Kernels,
-  type KvBuffer,
   type MemoryRegion,
   openKernels,
-  tilesMatvec,
+  packedBytes,
+  packRun,
+  type Plan,
+  PlanBuilder,
+  RUN_KIND,
+  type WeightRun,
 } from "../ffi/mod.ts";
 import {
   ENTRY_KIND,
@@ -24,78 +31,66 @@ import {
   loadTiledFile,
   MATRIX,
   readF32Entry,
-  TILE_COLS,
-  TILE_HEADER_BYTES,
-  TILE_ROWS,
   TILE_TYPE,
-  tileBytes,
   VOCAB_LAYER,
 } from "../formats/cflow/mod.ts";
-import { f16BitsToF32 } from "../reference/mod.ts";
 import { type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
 
-/** A tiled run the kernels read: one matrix or a fused group. */
-interface Run {
-  offset: number;
-  length: number;
-  type: number;
-  cols: number;
-  rows: Uint32Array;
-  total: number;
-}
-
-/** One layer's weights: tiled runs and f32 vectors. */
+/** One layer's weights: runs, and workspace offsets of its f32 vectors. */
 interface LayerWeights {
-  attnNorm: Float32Array;
-  qkv: Run;
-  qBias?: Float32Array;
-  kBias?: Float32Array;
-  vBias?: Float32Array;
-  qNorm?: Float32Array;
-  kNorm?: Float32Array;
-  o: Run;
-  postAttnNorm?: Float32Array;
-  ffnNorm: Float32Array;
-  gateUp: Run;
-  down: Run;
-  postFfnNorm?: Float32Array;
+  attnNorm: number;
+  qkv: WeightRun;
+  qBias?: number;
+  kBias?: number;
+  vBias?: number;
+  qNorm?: number;
+  kNorm?: number;
+  o: WeightRun;
+  postAttnNorm?: number;
+  ffnNorm: number;
+  gateUp: WeightRun;
+  down: WeightRun;
+  postFfnNorm?: number;
+  kCache: number;
+  vCache: number;
 }
 
-/** Buffers of one decode step, allocated once. */
-class RunState {
-  x: Float32Array; // residual stream (hidden)
-  xb: Float32Array; // normed input to a projection (padded to whole groups)
-  xq: Uint8Array; // its Q8_0 quantization
-  qkv: Float32Array; // q | k | v
-  att: Float32Array; // attention output (heads x head_dim, padded)
-  attq: Uint8Array;
-  proj: Float32Array; // output of O and down (hidden)
-  gateUp: Float32Array; // gate | up
-  hb: Float32Array; // act(gate) * up (padded)
-  hq: Uint8Array;
-  scores: Float32Array; // heads x context
-  logits: Float32Array;
-  headTmp: Float32Array;
-  embedScratch: Uint8Array; // one tile row of the embedding matrix
-  constructor(c: ModelConfig, ctx: number) {
-    const pad = (n: number) => Math.ceil(n / 32) * 32;
-    const qDim = c.heads * c.headDim;
-    const kvDim = c.kvHeads * c.headDim;
-    this.x = new Float32Array(c.hidden);
-    this.xb = new Float32Array(pad(c.hidden));
-    this.xq = new Uint8Array((pad(c.hidden) / 32) * 34);
-    this.qkv = new Float32Array(qDim + 2 * kvDim);
-    this.att = new Float32Array(pad(qDim));
-    this.attq = new Uint8Array((pad(qDim) / 32) * 34);
-    this.proj = new Float32Array(c.hidden);
-    this.gateUp = new Float32Array(2 * c.ffnHidden);
-    this.hb = new Float32Array(pad(c.ffnHidden));
-    this.hq = new Uint8Array((pad(c.ffnHidden) / 32) * 34);
-    this.scores = new Float32Array(c.heads * ctx);
-    this.logits = new Float32Array(c.vocab);
-    this.headTmp = new Float32Array(c.headDim);
-    this.embedScratch = new Uint8Array(TILE_COLS * 4);
+/** The tiled runs of a model's matrices. */
+interface ModelRuns {
+  layers: { qkv: WeightRun; o: WeightRun; gateUp: WeightRun; down: WeightRun }[];
+  embd: WeightRun;
+  output: WeightRun;
+}
+
+/** Bytes of the workspace handed out in order, 64-byte aligned. */
+class Layout {
+  size = 0;
+  take(bytes: number): number {
+    const at = this.size;
+    this.size += Math.ceil(bytes / 64) * 64;
+    return at;
   }
+  /** A buffer of `rowBytes` per row for `rows` rows. */
+  rows(rowBytes: number, rows: number): Buf {
+    const stride = Math.ceil(rowBytes / 64) * 64;
+    return { offset: this.take(stride * rows), stride };
+  }
+}
+
+/** The activation buffers of one batch (rows = tokens), allocated once. */
+interface RunState {
+  x: Buf; // residual stream (hidden)
+  xb: Buf; // normed input to a projection (padded to whole groups)
+  xq: Buf; // its Q8_0 quantization
+  qkv: Buf; // q | k | v
+  att: Buf; // attention output (heads x head_dim, padded)
+  attq: Buf;
+  proj: Buf; // output of O and down (hidden)
+  gateUp: Buf; // gate | up
+  hb: Buf; // act(gate) * up (padded)
+  hq: Buf;
+  scores: number; // heads x context
+  logits: Buf; // one row: the batch's last token
 }
 
 /**
@@ -114,6 +109,39 @@ export interface TransformerOptions {
   kvCache?: "f16" | "f32";
   /** Verify section checksums at load. */
   verifyChecksums?: boolean;
+  /**
+   * Repack Q4_0/Q8_0 tiles into 16-row panels at load (docs/KERNELS.md).
+   * Default: on where the kernels have a VNNI panel kernel (avx512vnni),
+   * off elsewhere, where the row kernels are faster.
+   */
+  packed?: boolean;
+  /**
+   * After packing, drop the file's pages that were packed (madvise
+   * DONTNEED) so that the weights are resident once (default true).
+   */
+  evictSource?: boolean;
+  /** Most prompt tokens per batch of {@link Transformer.prefill} (default 64). */
+  batch?: number;
+}
+
+/**
+ * What loading did: whether the weights were repacked, how long that took,
+ * and the bytes of the packed copy and the workspace.
+ *
+ * @example
+ * ```ts ignore
+ * console.log(model.loadStats.packMs);
+ * ```
+ */
+export interface LoadStats {
+  /** True when the quantized weights run from packed panels. */
+  packed: boolean;
+  /** Milliseconds spent packing. */
+  packMs: number;
+  /** Bytes of the packed copy (0 when not packed). */
+  packedBytes: number;
+  /** Bytes of the workspace (activations, norms, KV cache). */
+  workspaceBytes: number;
 }
 
 /**
@@ -131,22 +159,25 @@ export class Transformer {
   readonly config: ModelConfig;
   /** Positions the KV cache holds. */
   readonly contextLength: number;
+  /** Largest prompt batch of one {@link prefill} step. */
+  readonly batch: number;
+  /** What loading did. */
+  readonly loadStats: LoadStats;
   readonly #file: LoadedTiledFile;
   readonly #region: MemoryRegion;
   readonly #k: Kernels;
-  readonly #layers: LayerWeights[];
-  readonly #embd: Run;
-  readonly #output: Run;
-  readonly #outputNorm: Float32Array;
-  readonly #s: RunState;
-  readonly #kCache: KvBuffer[];
-  readonly #vCache: KvBuffer[];
-  readonly #freqGlobal: Float32Array;
-  readonly #freqLocal: Float32Array;
+  readonly #packedRuns = new Map<number, WeightRun>();
+  #packedBuffer: AlignedBuffer | undefined;
+  readonly #workspace: AlignedBuffer;
+  readonly #plan: Plan;
+  readonly #logits: Float32Array;
+  readonly #logitsBytes: Uint8Array;
+  readonly #logitsOffset: number;
+  readonly #one = new Uint32Array(1);
 
-  private constructor(file: LoadedTiledFile, region: MemoryRegion, options: TransformerOptions) {
+  private constructor(file: LoadedTiledFile, options: TransformerOptions) {
     this.#file = file;
-    this.#region = region;
+    this.#region = file.region;
     this.#k = openKernels();
     const c = modelConfig(file.file);
     this.config = c;
@@ -156,32 +187,204 @@ export class Transformer {
       throw new RangeError(`model: context length ${ctx} is out of range`);
     }
     this.contextLength = ctx;
-    this.#layers = [];
-    for (let l = 0; l < c.layers; l++) this.#layers.push(this.#layerWeights(l));
-    this.#embd = this.#run(VOCAB_LAYER, MATRIX.TOKEN_EMBD);
-    this.#output = c.tied ? this.#embd : this.#run(VOCAB_LAYER, MATRIX.OUTPUT);
-    this.#outputNorm = this.#norm(VOCAB_LAYER, MATRIX.OUTPUT_NORM, c.hidden)!;
-    this.#s = new RunState(c, ctx);
+    const batch = options.batch ?? 64;
+    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 1024) {
+      throw new RangeError(`model: batch ${batch} is not in [1, 1024]`);
+    }
+    this.batch = batch;
+
+    // Weights: the tiled runs of the file, packed into panels where that is faster.
+    const packStart = performance.now();
+    const wantPacked = options.packed ?? this.#k.variant === "avx512vnni";
+    const runs = this.#collectRuns();
+    if (wantPacked) this.#pack(runs, options.evictSource ?? true);
+    const packMs = this.#packedBuffer ? performance.now() - packStart : 0;
+    const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
+
+    // Workspace: activations for a batch, norms, RoPE tables, KV caches.
+    const L = new Layout();
+    const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
-    const make =
-      () => (options.kvCache === "f32"
-        ? new Float32Array(ctx * kvDim)
-        : new Float16Array(ctx * kvDim));
-    this.#kCache = this.#layers.map(make);
-    this.#vCache = this.#layers.map(make);
-    this.#freqGlobal = ropeFrequencies(c.ropeDims, c.ropeTheta, c.ropeScaling);
-    this.#freqLocal = ropeFrequencies(c.ropeDims, c.ropeLocalTheta, null);
+    const pad = (n: number) => Math.ceil(n / 32) * 32;
+    const s: RunState = {
+      x: L.rows(c.hidden * 4, batch),
+      xb: L.rows(pad(c.hidden) * 4, batch),
+      xq: L.rows(actRowBytes(pad(c.hidden)), batch),
+      qkv: L.rows((qDim + 2 * kvDim) * 4, batch),
+      att: L.rows(pad(qDim) * 4, batch),
+      attq: L.rows(actRowBytes(pad(qDim)), batch),
+      proj: L.rows(c.hidden * 4, batch),
+      gateUp: L.rows(2 * c.ffnHidden * 4, batch),
+      hb: L.rows(pad(c.ffnHidden) * 4, batch),
+      hq: L.rows(actRowBytes(pad(c.ffnHidden)), batch),
+      scores: L.take(c.heads * ctx * 4),
+      logits: { offset: L.take(c.vocab * 4), stride: 0 },
+    };
+    const vectors: [number, Float32Array][] = [];
+    const vec = (v: Float32Array | undefined): number | undefined => {
+      if (v === undefined) return undefined;
+      const at = L.take(v.byteLength);
+      vectors.push([at, v]);
+      return at;
+    };
+    const kvBytes = ctx * kvDim * (options.kvCache === "f32" ? 4 : 2);
+    const layers: LayerWeights[] = [];
+    for (let l = 0; l < c.layers; l++) {
+      const w = this.#layerWeights(l, runs, vec);
+      layers.push({
+        ...w,
+        qkv: run(w.qkv),
+        o: run(w.o),
+        gateUp: run(w.gateUp),
+        down: run(w.down),
+        kCache: L.take(kvBytes),
+        vCache: L.take(kvBytes),
+      });
+    }
+    const outputNorm = vec(this.#norm(VOCAB_LAYER, MATRIX.OUTPUT_NORM, c.hidden))!;
+    const freqGlobal = vec(ropeFrequencies(c.ropeDims, c.ropeTheta, c.ropeScaling))!;
+    const freqLocal = vec(ropeFrequencies(c.ropeDims, c.ropeLocalTheta, null))!;
+    const embd = run(runs.embd);
+    const output = run(runs.output);
+
+    this.#workspace = allocAligned(L.size, 4096);
+    try {
+      for (const [at, v] of vectors) {
+        this.#workspace.write(at, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+      }
+      this.#plan = this.#buildPlan(c, s, layers, embd, output, {
+        outputNorm,
+        freqGlobal,
+        freqLocal,
+        kvType: options.kvCache === "f32" ? 1 : 2,
+      });
+    } catch (error) {
+      this.#workspace.close();
+      throw error;
+    }
+    this.#logits = new Float32Array(c.vocab);
+    this.#logitsBytes = new Uint8Array(this.#logits.buffer);
+    this.#logitsOffset = s.logits.offset;
+    this.loadStats = {
+      packed: this.#packedBuffer !== undefined,
+      packMs,
+      packedBytes: this.#packedBuffer?.size ?? 0,
+      workspaceBytes: L.size,
+    };
   }
 
   /** Maps, validates and prepares a `.cflow` or `.vflow` file. */
   static load(path: string, options: TransformerOptions = {}): Transformer {
     const file = loadTiledFile(path, { verifyChecksums: options.verifyChecksums ?? false });
     try {
-      return new Transformer(file, fileRegion(file), options);
+      return new Transformer(file, options);
     } catch (error) {
       file.close();
       throw error;
     }
+  }
+
+  /**
+   * The forward pass, decided here and run by the library in one call per
+   * batch: for every token of the batch, at its own position,
+   *
+   * 1. token embedding (times sqrt(d) for Gemma);
+   * 2. per layer: RMSNorm, one Q8_0 quantization of the normed input, fused
+   *    Q/K/V (+ biases), QK-norm, RoPE, K/V appended to the cache,
+   *    attention over the visible positions (sliding window where the layer
+   *    has one), one quantization, O projection (+ post-attention norm),
+   *    residual; RMSNorm, one quantization, fused gate/up, gated
+   *    activation, one quantization, down (+ post-FFN norm), residual;
+   * 3. for the batch's last token only: final norm, output projection
+   *    (the embeddings when tied), final soft-cap.
+   */
+  #buildPlan(
+    c: ModelConfig,
+    s: RunState,
+    layers: LayerWeights[],
+    embd: WeightRun,
+    output: WeightRun,
+    v: { outputNorm: number; freqGlobal: number; freqLocal: number; kvType: number },
+  ): Plan {
+    const b = new PlanBuilder();
+    const qDim = c.heads * c.headDim;
+    const kvDim = c.kvHeads * c.headDim;
+    const pad = (n: number) => Math.ceil(n / 32) * 32;
+    const at = (buf: Buf, floats: number): Buf => ({
+      offset: buf.offset + floats * 4,
+      stride: buf.stride,
+    });
+    const q = s.qkv;
+    const kNew = at(s.qkv, qDim);
+    const vNew = at(s.qkv, qDim + kvDim);
+    const quantized = (r: WeightRun) => r.kind !== RUN_KIND.TILES_F32;
+    /** y = W x, through one quantization of x when the run is quantized. */
+    const project = (r: WeightRun, x: Buf, n: number, xq: Buf, y: Buf, last = false) => {
+      const o = { lastOnly: last };
+      if (quantized(r)) {
+        b.quantize(x, pad(n), xq, o);
+        b.matmul(r, xq, y, o);
+      } else {
+        b.matmul(r, x, y, o);
+      }
+    };
+    const fused = (r: WeightRun, x: Buf, n: number, xq: Buf, y: Buf) => project(r, x, n, xq, y);
+    const rope = c.ropeStyle === "normal" ? 0 : 1;
+
+    // 1. Token embedding (scaled by sqrt(d) for Gemma).
+    b.embed(embd, s.x, c.embedScale);
+    for (let l = 0; l < c.layers; l++) {
+      const w = layers[l];
+      const window = c.windows[l];
+      // 2. Attention: RMSNorm, one quantization of the normed input, fused Q/K/V.
+      b.rmsNorm(s.x, w.attnNorm, s.xb, c.hidden, c.eps);
+      fused(w.qkv, s.xb, c.hidden, s.xq, s.qkv);
+      if (w.qBias !== undefined) b.addVec(q, w.qBias, qDim);
+      if (w.kBias !== undefined) b.addVec(kNew, w.kBias, kvDim);
+      if (w.vBias !== undefined) b.addVec(vNew, w.vBias, kvDim);
+      // 3. QK-norm (Qwen3, Gemma 3), then RoPE on q and k at each row's position.
+      if (w.qNorm !== undefined) b.headNorm(q, c.heads, c.headDim, w.qNorm, c.eps);
+      if (w.kNorm !== undefined) b.headNorm(kNew, c.kvHeads, c.headDim, w.kNorm, c.eps);
+      const freqs = window > 0 ? v.freqLocal : v.freqGlobal;
+      b.rope(q, c.heads, c.headDim, c.ropeDims, freqs, rope);
+      b.rope(kNew, c.kvHeads, c.headDim, c.ropeDims, freqs, rope);
+      // 4. Append k and v to the cache; attend over the visible positions.
+      b.kvStore(kNew, w.kCache, kvDim, v.kvType);
+      b.kvStore(vNew, w.vCache, kvDim, v.kvType);
+      b.attention({
+        q,
+        k: w.kCache,
+        v: w.vCache,
+        kvType: v.kvType,
+        heads: c.heads,
+        kvHeads: c.kvHeads,
+        headDim: c.headDim,
+        window,
+        scale: c.attnScale,
+        softcap: c.attnSoftcap,
+        scores: s.scores,
+        out: s.att,
+      });
+      // 5. Output projection, optional post-attention norm, residual.
+      project(w.o, s.att, qDim, s.attq, s.proj);
+      if (w.postAttnNorm !== undefined) {
+        b.rmsNorm(s.proj, w.postAttnNorm, s.proj, c.hidden, c.eps);
+      }
+      b.add(s.x, s.proj, c.hidden);
+      // 6. FFN: RMSNorm, one quantization, fused gate/up, gated activation, down.
+      b.rmsNorm(s.x, w.ffnNorm, s.xb, c.hidden, c.eps);
+      fused(w.gateUp, s.xb, c.hidden, s.xq, s.gateUp);
+      b.gated(c.activation === "silu" ? "silu" : "gelu", s.gateUp, s.hb, c.ffnHidden);
+      project(w.down, s.hb, c.ffnHidden, s.hq, s.proj);
+      if (w.postFfnNorm !== undefined) b.rmsNorm(s.proj, w.postFfnNorm, s.proj, c.hidden, c.eps);
+      b.add(s.x, s.proj, c.hidden);
+    }
+    // 7. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
+    const last = { lastOnly: true };
+    b.rmsNorm(s.x, v.outputNorm, s.xb, c.hidden, c.eps, last);
+    project(output, s.xb, c.hidden, s.xq, s.logits, true);
+    if (c.finalSoftcap > 0) b.softcap(s.logits, c.vocab, c.finalSoftcap, last);
+    return b.build(this.#workspace, this.batch, this.contextLength);
   }
 
   #entry(layer: number, id: number): EntryDescriptor | undefined {
@@ -214,7 +417,7 @@ export class Transformer {
   }
 
   /** The tiled run holding matrix `id` (with its fused partners, in file order). */
-  #run(layer: number, id: number): Run {
+  #run(layer: number, id: number): WeightRun {
     const e = this.#entry(layer, id);
     if (e === undefined || e.kind !== ENTRY_KIND.TILES) {
       throw new RangeError(`model: layer ${layer} has no tiled matrix ${id}`);
@@ -227,23 +430,82 @@ export class Transformer {
         }
       }
     }
-    const rows = Uint32Array.from(members, (m) => m.rows);
+    const kind = e.tileType === TILE_TYPE.Q4_0
+      ? RUN_KIND.TILES_Q4_0
+      : e.tileType === TILE_TYPE.Q8_0
+      ? RUN_KIND.TILES_Q8_0
+      : RUN_KIND.TILES_F32;
     return {
+      kind,
+      region: this.#region,
       offset: e.offset,
       length: e.length,
-      type: e.tileType,
       cols: e.cols,
-      rows,
-      total: rows.reduce((a, b) => a + b, 0),
+      rows: members.map((m) => m.rows),
     };
   }
 
-  #layerWeights(l: number): LayerWeights {
+  /** Every tiled run the forward pass reads. */
+  #collectRuns(): ModelRuns {
+    const c = this.config;
+    const layers = [];
+    for (let l = 0; l < c.layers; l++) {
+      layers.push({
+        qkv: this.#run(l, MATRIX.Q),
+        o: this.#run(l, MATRIX.O),
+        gateUp: this.#run(l, MATRIX.GATE),
+        down: this.#run(l, MATRIX.DOWN),
+      });
+    }
+    const embd = this.#run(VOCAB_LAYER, MATRIX.TOKEN_EMBD);
+    const output = c.tied ? embd : this.#run(VOCAB_LAYER, MATRIX.OUTPUT);
+    return { layers, embd, output };
+  }
+
+  /**
+   * Packs every Q4_0/Q8_0 run into one allocation of 16-row panels, then
+   * (when `evict`) drops the file pages it came from.
+   */
+  #pack(runs: ModelRuns, evict: boolean): void {
+    const all = new Map<number, WeightRun>();
+    for (const l of runs.layers) {
+      for (const r of [l.qkv, l.o, l.gateUp, l.down]) all.set(r.offset, r);
+    }
+    all.set(runs.embd.offset, runs.embd);
+    all.set(runs.output.offset, runs.output);
+    const todo = [...all.values()].filter((r) =>
+      r.kind === RUN_KIND.TILES_Q4_0 || r.kind === RUN_KIND.TILES_Q8_0
+    );
+    if (todo.length === 0) return;
+    const sizes = todo.map((r) =>
+      packedBytes(r.kind === RUN_KIND.TILES_Q4_0 ? "q4_0" : "q8_0", r.cols, r.rows)
+    );
+    const total = sizes.reduce((a, n) => a + Math.ceil(n / 64) * 64, 0);
+    const dst = allocAligned(total, 4096);
+    try {
+      let at = 0;
+      todo.forEach((r, i) => {
+        this.#packedRuns.set(r.offset, packRun(r, dst, at));
+        if (evict) this.#region.advise("dontneed", r.offset, r.length);
+        at += Math.ceil(sizes[i] / 64) * 64;
+      });
+    } catch (error) {
+      this.#packedRuns.clear();
+      dst.close();
+      throw error;
+    }
+    this.#packedBuffer = dst;
+  }
+
+  #layerWeights(
+    l: number,
+    runs: ModelRuns,
+    vec: (v: Float32Array | undefined) => number | undefined,
+  ): Omit<LayerWeights, "kCache" | "vCache"> {
     const c = this.config;
     const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
-    const qkv = this.#run(l, MATRIX.Q);
-    const gateUp = this.#run(l, MATRIX.GATE);
+    const { qkv, o, gateUp, down } = runs.layers[l];
     const q = this.#entry(l, MATRIX.Q)!;
     if (
       q.fused !== FUSED.QKV || qkv.rows.length !== 3 || qkv.rows[0] !== qDim ||
@@ -261,88 +523,42 @@ export class Transformer {
       );
     }
     return {
-      attnNorm: this.#norm(l, MATRIX.ATTN_NORM, c.hidden)!,
+      attnNorm: vec(this.#norm(l, MATRIX.ATTN_NORM, c.hidden))!,
       qkv,
-      qBias: this.#bias(l, MATRIX.Q_BIAS, qDim),
-      kBias: this.#bias(l, MATRIX.K_BIAS, kvDim),
-      vBias: this.#bias(l, MATRIX.V_BIAS, kvDim),
-      qNorm: this.#norm(l, MATRIX.Q_NORM, c.headDim),
-      kNorm: this.#norm(l, MATRIX.K_NORM, c.headDim),
-      o: this.#run(l, MATRIX.O),
-      postAttnNorm: this.#norm(l, MATRIX.POST_ATTN_NORM, c.hidden),
-      ffnNorm: this.#norm(l, MATRIX.FFN_NORM, c.hidden)!,
+      qBias: vec(this.#bias(l, MATRIX.Q_BIAS, qDim)),
+      kBias: vec(this.#bias(l, MATRIX.K_BIAS, kvDim)),
+      vBias: vec(this.#bias(l, MATRIX.V_BIAS, kvDim)),
+      qNorm: vec(this.#norm(l, MATRIX.Q_NORM, c.headDim)),
+      kNorm: vec(this.#norm(l, MATRIX.K_NORM, c.headDim)),
+      o,
+      postAttnNorm: vec(this.#norm(l, MATRIX.POST_ATTN_NORM, c.hidden)),
+      ffnNorm: vec(this.#norm(l, MATRIX.FFN_NORM, c.hidden))!,
       gateUp,
-      down: this.#run(l, MATRIX.DOWN),
-      postFfnNorm: this.#norm(l, MATRIX.POST_FFN_NORM, c.hidden),
+      down,
+      postFfnNorm: vec(this.#norm(l, MATRIX.POST_FFN_NORM, c.hidden)),
     };
   }
 
-  /** y = W x for a run; x is quantized into `xq` first for quantized tiles. */
-  #matvec(run: Run, x: Float32Array, xq: Uint8Array, y: Float32Array): void {
-    if (run.type === TILE_TYPE.F32) {
-      tilesMatvec(this.#k, this.#region, run.offset, run.length, run.type, run.cols, run.rows, {
-        f32: x,
-      }, y);
-    } else {
-      tilesMatvec(this.#k, this.#region, run.offset, run.length, run.type, run.cols, run.rows, {
-        q8: xq,
-      }, y);
+  #checkPositions(first: number, count: number): void {
+    if (!Number.isSafeInteger(first) || first < 0 || first + count > this.contextLength) {
+      throw new RangeError(
+        `model: positions [${first}, ${
+          first + count
+        }) are outside the context of ${this.contextLength}`,
+      );
     }
   }
 
-  /** Quantizes `x` (padded to whole groups) into `xq` when the run needs it. */
-  #prepare(run: Run, x: Float32Array, xq: Uint8Array): void {
-    if (run.type !== TILE_TYPE.F32) this.#k.quantizeQ8_0(x, xq);
-  }
-
-  /** Row `token` of the embedding matrix, dequantized, into `out`. */
-  #embed(token: number, out: Float32Array): void {
-    const run = this.#embd;
-    const cols = run.cols;
-    const stripe = Math.floor(token / TILE_ROWS);
-    const stripeRows = Math.min(TILE_ROWS, run.total - stripe * TILE_ROWS);
-    const fullStripe = stripeBytes(run.type, TILE_ROWS, cols);
-    let pos = run.offset + stripe * fullStripe;
-    const r = token - stripe * TILE_ROWS;
-    for (let c0 = 0; c0 < cols; c0 += TILE_COLS) {
-      const tc = Math.min(TILE_COLS, cols - c0);
-      const body = pos + TILE_HEADER_BYTES;
-      const scratch = this.#s.embedScratch;
-      if (run.type === TILE_TYPE.F32) {
-        this.#file.readInto(body + r * tc * 4, tc * 4, scratch);
-        out.set(new Float32Array(scratch.buffer, 0, tc), c0);
-      } else {
-        const ng = Math.ceil(tc / 32);
-        const gb = run.type === TILE_TYPE.Q4_0 ? 16 : 32;
-        const scales = this.#file.readInto(body + r * ng * 2, ng * 2, scratch.subarray(0, 16));
-        const data = this.#file.readInto(
-          body + stripeRows * ng * 2 + r * ng * gb,
-          ng * gb,
-          scratch.subarray(16),
-        );
-        for (let g = 0; g < ng; g++) {
-          const d = f16BitsToF32(scales[2 * g] | (scales[2 * g + 1] << 8));
-          for (let j = 0; j < 32 && g * 32 + j < tc; j++) {
-            let q: number;
-            if (gb === 32) q = (data[g * 32 + j] << 24) >> 24;
-            else q = (j < 16 ? data[g * 16 + j] & 15 : data[g * 16 + j - 16] >> 4) - 8;
-            out[c0 + g * 32 + j] = Math.fround(q * d);
-          }
-        }
-      }
-      pos += tileBytes(run.type, stripeRows, tc);
+  #checkToken(token: number): void {
+    if (!Number.isSafeInteger(token) || token < 0 || token >= this.config.vocab) {
+      throw new RangeError(`model: token ${token} is not in [0, ${this.config.vocab})`);
     }
   }
 
-  /** RMSNorm of each head of `v` (n heads) in place, with `w` (head_dim). */
-  #headNorm(v: Float32Array, n: number, w: Float32Array): void {
-    const hd = this.config.headDim;
-    const tmp = this.#s.headTmp;
-    for (let h = 0; h < n; h++) {
-      const head = v.subarray(h * hd, (h + 1) * hd);
-      this.#k.rmsNorm(head, w, this.config.eps, tmp);
-      head.set(tmp);
-    }
+  /** Copies the last logits out of the workspace. */
+  #readLogits(): Float32Array {
+    this.#workspace.read(this.#logitsOffset, this.#logitsBytes.length, this.#logitsBytes);
+    return this.#logits;
   }
 
   /**
@@ -350,99 +566,35 @@ export class Transformer {
    * logits (a buffer reused by the next call).
    */
   forward(token: number, pos: number): Float32Array {
-    const c = this.config;
-    const s = this.#s;
-    const k = this.#k;
-    if (!Number.isSafeInteger(token) || token < 0 || token >= c.vocab) {
-      throw new RangeError(`model: token ${token} is not in [0, ${c.vocab})`);
-    }
-    if (!Number.isSafeInteger(pos) || pos < 0 || pos >= this.contextLength) {
-      throw new RangeError(
-        `model: position ${pos} is outside the context of ${this.contextLength}`,
-      );
-    }
-    const qDim = c.heads * c.headDim;
-    const kvDim = c.kvHeads * c.headDim;
-    const q = s.qkv.subarray(0, qDim);
-    const kNew = s.qkv.subarray(qDim, qDim + kvDim);
-    const vNew = s.qkv.subarray(qDim + kvDim);
-    const hidden = s.xb.subarray(0, c.hidden);
-
-    // 1. Token embedding (scaled by sqrt(d) for Gemma).
-    this.#embed(token, s.x);
-    if (c.embedScale !== 1) {
-      for (let i = 0; i < c.hidden; i++) s.x[i] = Math.fround(s.x[i] * c.embedScale);
-    }
-
-    for (let l = 0; l < c.layers; l++) {
-      const w = this.#layers[l];
-      const window = c.windows[l];
-      // 2. Attention: RMSNorm, one quantization of the normed input, fused Q/K/V.
-      k.rmsNorm(s.x, w.attnNorm, c.eps, hidden);
-      this.#prepare(w.qkv, s.xb, s.xq);
-      this.#matvec(w.qkv, s.xb, s.xq, s.qkv);
-      if (w.qBias) { for (let i = 0; i < qDim; i++) q[i] += w.qBias[i]; }
-      if (w.kBias) { for (let i = 0; i < kvDim; i++) kNew[i] += w.kBias[i]; }
-      if (w.vBias) { for (let i = 0; i < kvDim; i++) vNew[i] += w.vBias[i]; }
-      // 3. QK-norm (Qwen3, Gemma 3), then RoPE on q and k at this position.
-      if (w.qNorm) this.#headNorm(q, c.heads, w.qNorm);
-      if (w.kNorm) this.#headNorm(kNew, c.kvHeads, w.kNorm);
-      const freqs = window > 0 ? this.#freqLocal : this.#freqGlobal;
-      k.rope(q, c.heads, c.headDim, c.ropeDims, pos, freqs, c.ropeStyle);
-      k.rope(kNew, c.kvHeads, c.headDim, c.ropeDims, pos, freqs, c.ropeStyle);
-      // 4. Append k and v to the cache; attend over the visible positions.
-      this.#kCache[l].set(kNew, pos * kvDim);
-      this.#vCache[l].set(vNew, pos * kvDim);
-      const first = window > 0 ? Math.max(0, pos - window + 1) : 0;
-      attention(
-        k,
-        q,
-        c.heads,
-        c.kvHeads,
-        c.headDim,
-        this.#kCache[l],
-        this.#vCache[l],
-        first,
-        pos + 1,
-        c.attnScale,
-        c.attnSoftcap,
-        s.scores,
-        s.att,
-      );
-      // 5. Output projection, optional post-attention norm, residual.
-      this.#prepare(w.o, s.att, s.attq);
-      this.#matvec(w.o, s.att, s.attq, s.proj);
-      if (w.postAttnNorm) k.rmsNorm(s.proj, w.postAttnNorm, c.eps, s.proj);
-      for (let i = 0; i < c.hidden; i++) s.x[i] += s.proj[i];
-      // 6. FFN: RMSNorm, one quantization, fused gate/up, gated activation, down.
-      k.rmsNorm(s.x, w.ffnNorm, c.eps, hidden);
-      this.#prepare(w.gateUp, s.xb, s.xq);
-      this.#matvec(w.gateUp, s.xb, s.xq, s.gateUp);
-      const gate = s.gateUp.subarray(0, c.ffnHidden);
-      const up = s.gateUp.subarray(c.ffnHidden);
-      const act = s.hb.subarray(0, c.ffnHidden);
-      if (c.activation === "silu") k.siluMul(gate, up, act);
-      else k.geluMul(gate, up, act);
-      this.#prepare(w.down, s.hb, s.hq);
-      this.#matvec(w.down, s.hb, s.hq, s.proj);
-      if (w.postFfnNorm) k.rmsNorm(s.proj, w.postFfnNorm, c.eps, s.proj);
-      for (let i = 0; i < c.hidden; i++) s.x[i] += s.proj[i];
-    }
-    // 7. Final norm, output projection (the embeddings when tied), soft-cap.
-    k.rmsNorm(s.x, this.#outputNorm, c.eps, hidden);
-    this.#prepare(this.#output, s.xb, s.xq);
-    this.#matvec(this.#output, s.xb, s.xq, s.logits);
-    if (c.finalSoftcap > 0) {
-      const cap = c.finalSoftcap;
-      for (let i = 0; i < s.logits.length; i++) {
-        s.logits[i] = Math.fround(cap * Math.tanh(s.logits[i] / cap));
-      }
-    }
-    return s.logits;
+    this.#checkToken(token);
+    this.#checkPositions(pos, 1);
+    this.#one[0] = token;
+    this.#plan.run(this.#one, pos);
+    return this.#readLogits();
   }
 
-  /** Unmaps the model file. */
+  /**
+   * Runs prompt tokens at positions [pos, pos + tokens.length) in batches
+   * (each weight read once per batch) and returns the logits of the last
+   * one. Every token gets the same arithmetic as through {@link forward}.
+   */
+  prefill(tokens: readonly number[], pos: number): Float32Array {
+    if (tokens.length === 0) throw new RangeError("model: prefill needs at least one token");
+    this.#checkPositions(pos, tokens.length);
+    for (const t of tokens) this.#checkToken(t);
+    const ids = Uint32Array.from(tokens);
+    for (let i = 0; i < ids.length; i += this.batch) {
+      this.#plan.run(ids.subarray(i, Math.min(ids.length, i + this.batch)), pos + i);
+    }
+    return this.#readLogits();
+  }
+
+  /** Frees the plan, the workspace and the packed weights, and unmaps the file. */
   close(): void {
+    this.#plan.close();
+    this.#workspace.close();
+    this.#packedBuffer?.close();
+    this.#packedBuffer = undefined;
     this.#file.close();
   }
 
@@ -450,16 +602,4 @@ export class Transformer {
   [Symbol.dispose](): void {
     this.close();
   }
-}
-
-function stripeBytes(type: number, rows: number, cols: number): number {
-  let total = 0;
-  for (let c0 = 0; c0 < cols; c0 += TILE_COLS) {
-    total += tileBytes(type, rows, Math.min(TILE_COLS, cols - c0));
-  }
-  return total;
-}
-
-function fileRegion(file: LoadedTiledFile): MemoryRegion {
-  return file.region;
 }

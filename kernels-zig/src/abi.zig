@@ -5,7 +5,7 @@
 const std = @import("std");
 
 /// Bumped whenever an exported signature or a status code changes.
-pub const abi_version: u32 = 1;
+pub const abi_version: u32 = 2;
 
 /// Status codes returned by every fallible export. Zero is success, negative
 /// is an error. I/O failures are returned as `io_base - errno`.
@@ -34,6 +34,8 @@ pub const Status = enum(i32) {
     overflow = -11,
     /// A fixed limit (threads, handles) would be exceeded.
     limit = -12,
+    /// The object is in use (a region a plan still reads, a plan already running).
+    busy = -13,
     _,
 
     pub fn code(s: Status) i32 {

@@ -496,6 +496,159 @@ pub fn tileStripe(t: TileType, base: [*]const u8, tr: usize, cols: usize, xq: []
 }
 
 // ---------------------------------------------------------------------------
+// Packed 16-row panels (packing.zig): one 64-byte load feeds one vpdpbusd for
+// 16 outputs; weights are unsigned, corrected by the activation sums.
+// ---------------------------------------------------------------------------
+
+const packing = @import("packing.zig");
+const ActRow = packing.ActRow;
+
+inline fn readU32(p: [*]const u8) u32 {
+    return std.mem.readInt(u32, p[0..4], .little);
+}
+
+inline fn readF32(p: [*]const u8) f32 {
+    return @bitCast(readU32(p));
+}
+
+inline fn readI32(p: [*]const u8) i32 {
+    return @bitCast(readU32(p));
+}
+
+fn correction(comptime q: packing.Quant) i32 {
+    return switch (q) {
+        .q4_0 => 8,
+        .q8_0 => 128,
+    };
+}
+
+/// NT tokens against one panel with VNNI: out[j][lane] = row lane . x_j.
+inline fn panelVnni(comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, x: [*]const u8, x_stride: usize, out: *[NT]@Vector(16, f32)) void {
+    const rec = packing.recordBytes(q);
+    const so = ActRow.scalesOffset(ng);
+    const su = ActRow.sumsOffset(ng);
+    const n_chunks = comptime packing.groupBytes(q) / 4;
+    const V64 = @Vector(64, u8);
+    var acc: [NT]@Vector(16, f32) = undefined;
+    inline for (0..NT) |j| acc[j] = @splat(0);
+    for (0..ng) |g| {
+        const r = panel + g * rec;
+        const sc: @Vector(16, f16) = @bitCast(r[0..32].*);
+        const ws: @Vector(16, f32) = @floatCast(sc);
+        var lo: [n_chunks]V64 = undefined;
+        var hi: [n_chunks]V64 = undefined;
+        inline for (0..n_chunks) |c| {
+            const wv: V64 = r[packing.scale_bytes + c * 64 ..][0..64].*;
+            if (q == .q4_0) {
+                lo[c] = wv & @as(V64, @splat(0x0f));
+                hi[c] = wv >> @as(@Vector(64, u3), @splat(4));
+            } else {
+                lo[c] = wv;
+            }
+        }
+        inline for (0..NT) |j| {
+            const xr = x + j * x_stride;
+            const qs = xr + g * abi.q8_0_block_bytes + 2;
+            var a0: V16i32 = @splat(0);
+            var a1: V16i32 = @splat(0);
+            inline for (0..n_chunks) |c| {
+                if (q == .q4_0) {
+                    const xl: V16i32 = @splat(@bitCast(readU32(qs + 4 * c)));
+                    const xh: V16i32 = @splat(@bitCast(readU32(qs + 16 + 4 * c)));
+                    a0 = @"llvm.x86.avx512.vpdpbusd.512"(a0, @bitCast(lo[c]), xl);
+                    a1 = @"llvm.x86.avx512.vpdpbusd.512"(a1, @bitCast(hi[c]), xh);
+                } else {
+                    const xv: V16i32 = @splat(@bitCast(readU32(qs + 4 * c)));
+                    if (c % 2 == 0) {
+                        a0 = @"llvm.x86.avx512.vpdpbusd.512"(a0, @bitCast(lo[c]), xv);
+                    } else {
+                        a1 = @"llvm.x86.avx512.vpdpbusd.512"(a1, @bitCast(lo[c]), xv);
+                    }
+                }
+            }
+            const corr: V16i32 = @splat(readI32(xr + su + g * 4) * correction(q));
+            const tot: @Vector(16, f32) = @floatFromInt(a0 + a1 - corr);
+            const s = ws * @as(@Vector(16, f32), @splat(readF32(xr + so + g * 4)));
+            acc[j] = @mulAdd(@Vector(16, f32), tot, s, acc[j]);
+        }
+    }
+    out.* = acc;
+}
+
+/// The same arithmetic one value at a time (scalar and AVX2 variants, and
+/// the reference the tests hold the VNNI path to, bit for bit).
+fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]const u8, out: *[16]f32) void {
+    const rec = packing.recordBytes(q);
+    const so = ActRow.scalesOffset(ng);
+    const su = ActRow.sumsOffset(ng);
+    @memset(out, 0);
+    for (0..ng) |g| {
+        const r = panel + g * rec;
+        const qs = x + g * abi.q8_0_block_bytes + 2;
+        const dx = readF32(x + so + g * 4);
+        const corr = readI32(x + su + g * 4) * correction(q);
+        for (0..16) |lane| {
+            var sum: i32 = 0;
+            for (0..packing.groupBytes(q) / 4) |c| {
+                for (0..4) |b| {
+                    const wb: i32 = r[packing.scale_bytes + c * 64 + lane * 4 + b];
+                    if (q == .q4_0) {
+                        sum += (wb & 15) * @as(i32, @as(i8, @bitCast(qs[4 * c + b])));
+                        sum += (wb >> 4) * @as(i32, @as(i8, @bitCast(qs[16 + 4 * c + b])));
+                    } else {
+                        sum += wb * @as(i32, @as(i8, @bitCast(qs[4 * c + b])));
+                    }
+                }
+            }
+            const ws = abi.f16ToF32(@as(u16, r[lane * 2]) | (@as(u16, r[lane * 2 + 1]) << 8));
+            const s = ws * dx;
+            out[lane] = @mulAdd(f32, @floatFromInt(sum - corr), s, out[lane]);
+        }
+    }
+}
+
+/// y[t * y_stride + 16 p + lane] = (row 16 p + lane) . x_t for panels
+/// [0, n_panels) of a packed run and tokens [0, n_tok); only the first
+/// `rows` rows are written (the rest are padding). x_t is the ActRow at
+/// x + t * x_stride. Every token gets the same arithmetic whatever n_tok.
+pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
+    assert(n_panels >= 1 and ng >= 1 and n_tok >= 1);
+    assert(rows > (n_panels - 1) * 16 and rows <= n_panels * 16);
+    switch (q) {
+        inline else => |qq| {
+            const pb = ng * packing.recordBytes(qq);
+            for (0..n_panels) |p| {
+                const panel = w + p * pb;
+                const valid: usize = @min(16, rows - p * 16);
+                var t: usize = 0;
+                if (variant == .avx512vnni) {
+                    while (t + 4 <= n_tok) : (t += 4) {
+                        var out: [4]@Vector(16, f32) = undefined;
+                        panelVnni(qq, 4, panel, ng, x + t * x_stride, x_stride, &out);
+                        inline for (0..4) |j| {
+                            const arr: [16]f32 = out[j];
+                            @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], arr[0..valid]);
+                        }
+                    }
+                    while (t < n_tok) : (t += 1) {
+                        var out: [1]@Vector(16, f32) = undefined;
+                        panelVnni(qq, 1, panel, ng, x + t * x_stride, x_stride, &out);
+                        const arr: [16]f32 = out[0];
+                        @memcpy(y[t * y_stride + p * 16 ..][0..valid], arr[0..valid]);
+                    }
+                } else {
+                    while (t < n_tok) : (t += 1) {
+                        var out: [16]f32 = undefined;
+                        panelScalar(qq, panel, ng, x + t * x_stride, &out);
+                        @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0..valid]);
+                    }
+                }
+            }
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Attention for one query head over a KV cache.
 // ---------------------------------------------------------------------------
 
@@ -1014,5 +1167,97 @@ test "attention over an f16 cache matches a plain softmax" {
         var want: f64 = 0;
         for (1..4) |j| want += w[j] / total * @as(f64, @floatCast(vc[j * hd + i]));
         try expectClose(@floatCast(want), out[i], 1e-5);
+    }
+}
+
+test "packed panels: every variant equals the one-value-at-a-time reference bit for bit, for 1..9 tokens" {
+    var prng = std.Random.DefaultPrng.init(11);
+    const rng = prng.random();
+    inline for ([_]packing.Quant{ .q4_0, .q8_0 }) |q| {
+        const ng: usize = 5;
+        const n_panels: usize = 3;
+        const rows: usize = 41;
+        const rec = comptime packing.recordBytes(q);
+        var w: [n_panels * ng * rec]u8 = undefined;
+        rng.bytes(&w);
+        for (0..n_panels * ng) |i| {
+            for (0..16) |lane| {
+                const d = abi.f32ToF16(rng.float(f32) * 0.1);
+                w[i * rec + lane * 2] = @truncate(d);
+                w[i * rec + lane * 2 + 1] = @truncate(d >> 8);
+            }
+        }
+        const stride = ActRow.bytes(ng);
+        var x: [9 * ActRow.bytes(5)]u8 align(64) = undefined;
+        rng.bytes(&x);
+        for (0..9) |t| {
+            const xr = x[t * stride ..];
+            var total: i32 = 0;
+            for (0..ng) |g| {
+                var sum: i32 = 0;
+                for (0..32) |j| sum += @as(i8, @bitCast(xr[g * 34 + 2 + j]));
+                std.mem.writeInt(i32, xr[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
+                const d: f32 = rng.float(f32);
+                std.mem.writeInt(u32, xr[ActRow.scalesOffset(ng) + g * 4 ..][0..4], @bitCast(d), .little);
+                total += sum;
+            }
+        }
+        for (1..10) |n_tok| {
+            var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
+            packedPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);
+            for (0..n_tok) |t| {
+                for (0..n_panels) |p| {
+                    var expect: [16]f32 = undefined;
+                    panelScalar(q, w[p * ng * rec ..].ptr, ng, x[t * stride ..].ptr, &expect);
+                    for (0..16) |lane| {
+                        const r = p * 16 + lane;
+                        if (r < rows) {
+                            try testing.expectEqual(expect[lane], y[t * 48 + r]);
+                        } else {
+                            try testing.expectEqual(@as(f32, -1), y[t * 48 + r]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+test "packed panels agree with the ggml-row dot on the same weights" {
+    var prng = std.Random.DefaultPrng.init(12);
+    const rng = prng.random();
+    const cols: usize = 64;
+    const ng = cols / 32;
+    var blocks4: [16 * ng]BlockQ4_0 = undefined;
+    randomQ4Blocks(rng, &blocks4);
+    var xb: [ng]BlockQ8_0 = undefined;
+    randomQ8Blocks(rng, &xb, true);
+    // Source tiles of one 16 x 64 matrix, then packed.
+    var run = packing.Run{ .q = .q4_0, .cols = cols, .n_members = 1, .rows = undefined };
+    run.rows[0] = 16;
+    var src: [packing.tileBytes(.q4_0, 16, 64)]u8 = undefined;
+    @memset(src[0..16], 0);
+    for (0..16) |r| {
+        for (0..ng) |g| {
+            const b = blocks4[r * ng + g];
+            std.mem.writeInt(u16, src[16 + (r * ng + g) * 2 ..][0..2], b.d, .little);
+            @memcpy(src[16 + 16 * ng * 2 + (r * ng + g) * 16 ..][0..16], &b.qs);
+        }
+    }
+    var dst: [ng * packing.recordBytes(.q4_0)]u8 = undefined;
+    packing.packPanel(&run, &src, 0, 0, &dst);
+    var x: [ActRow.bytes(ng)]u8 align(64) = undefined;
+    @memcpy(x[0 .. ng * 34], std.mem.sliceAsBytes(&xb));
+    for (0..ng) |g| {
+        var sum: i32 = 0;
+        for (xb[g].qs) |v| sum += v;
+        std.mem.writeInt(i32, x[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
+        std.mem.writeInt(u32, x[ActRow.scalesOffset(ng) + g * 4 ..][0..4], @bitCast(abi.f16ToF32(xb[g].d)), .little);
+    }
+    var y: [16]f32 = undefined;
+    packedPanels(.q4_0, &dst, 1, ng, &x, x.len, 1, &y, 16, 16);
+    for (0..16) |r| {
+        const expect = scalar.dotQ4_0(blocks4[r * ng ..][0..ng], &xb);
+        try expectCloseMag(expect, y[r], 1e-5, absTermsQ4(blocks4[r * ng ..][0..ng], &xb));
     }
 }

@@ -40,6 +40,9 @@ const Region = struct {
     /// What the caller sees: start and length (unaligned length for files).
     ptr: usize = 0,
     len: usize = 0,
+    /// Plans holding raw pointers into this region; it cannot be released
+    /// while any do.
+    pins: u32 = 0,
 };
 
 var regions: [max_regions]Region = [_]Region{.{}} ** max_regions;
@@ -154,6 +157,7 @@ pub fn release(handle: i32) i32 {
     lock.lock();
     defer lock.unlock();
     const r = lookup(handle, .map) orelse lookup(handle, .alloc) orelse return abi.Status.handle.code();
+    if (r.pins > 0) return abi.Status.busy.code();
     if (r.mapped_len > 0) {
         if (c.munmap(@ptrFromInt(r.base), r.mapped_len) != 0) return abi.ioStatus(errno());
     }
@@ -214,6 +218,49 @@ pub fn rangePtr(handle: i32, offset: usize, len: usize, err: *i32) ?[*]const u8 
     }
     const base: [*]const u8 = @ptrFromInt(r.ptr);
     return base + offset;
+}
+
+/// Pins a live region for a plan: returns its address and length, or null
+/// (with the status in `err`) for a bad handle.
+pub fn pin(handle: i32, out: *View, err: *i32) bool {
+    lock.lock();
+    defer lock.unlock();
+    const r = lookup(handle, .map) orelse lookup(handle, .alloc) orelse {
+        err.* = abi.Status.handle.code();
+        return false;
+    };
+    r.pins += 1;
+    out.* = .{ .ptr = r.ptr, .len = r.len };
+    return true;
+}
+
+/// Undoes one `pin`.
+pub fn unpin(handle: i32) void {
+    lock.lock();
+    defer lock.unlock();
+    const r = lookup(handle, .map) orelse lookup(handle, .alloc) orelse unreachable;
+    assert(r.pins > 0);
+    r.pins -= 1;
+}
+
+/// True for a live anonymous allocation (writable memory).
+pub fn isAlloc(handle: i32) bool {
+    lock.lock();
+    defer lock.unlock();
+    return lookup(handle, .alloc) != null;
+}
+
+/// Copies src into [offset, offset + src.len) of an allocation.
+pub fn copyIn(handle: i32, offset: usize, src: []const u8) i32 {
+    lock.lock();
+    defer lock.unlock();
+    const r = lookup(handle, .alloc) orelse return abi.Status.handle.code();
+    const end = std.math.add(usize, offset, src.len) catch return abi.Status.overflow.code();
+    if (end > r.len) return abi.Status.range.code();
+    if (src.len == 0) return abi.Status.ok.code();
+    const dst: [*]u8 = @ptrFromInt(r.ptr);
+    @memcpy(dst[offset..end], src);
+    return abi.Status.ok.code();
 }
 
 /// Writes the pointer and length of a live region.

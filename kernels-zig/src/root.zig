@@ -12,6 +12,7 @@ const abi = @import("abi.zig");
 const cpu = @import("cpu.zig");
 const memory = @import("memory.zig");
 const pool_mod = @import("pool.zig");
+const plan = @import("plan.zig");
 const Table = @import("table.zig").Table;
 
 const assert = std.debug.assert;
@@ -628,6 +629,66 @@ fn attention(t: *const Table, q_raw: ?*const anyopaque, n_heads: u32, n_kv: u32,
 }
 
 // ---------------------------------------------------------------------------
+// Plans: a forward pass per call (plan.zig)
+// ---------------------------------------------------------------------------
+
+fn words(p: ?*const anyopaque, n: usize) CheckError![]const u32 {
+    const w = try typed(u32, p);
+    return w[0..n];
+}
+
+/// int32_t cf_plan_create(int32_t workspace, const uint32_t *ops, size_t ops_words,
+///     const uint32_t *runs, size_t runs_words, uint32_t max_tokens, uint32_t context,
+///     uint32_t where[2])
+///
+/// Checks and stores a plan (see plan.zig for the encoding); returns its
+/// handle (> 0) or a status code, with `where` naming the refused run
+/// ({1, index}) or operation ({2, index}). Pins the workspace and every
+/// run's region.
+export fn cf_plan_create(workspace: i32, ops: ?*const anyopaque, ops_words: usize, runs: ?*const anyopaque, runs_words: usize, max_tokens: u32, context: u32, where_raw: ?*anyopaque) i32 {
+    const where: *[2]u32 = @ptrCast(typedMut(u32, where_raw) catch |e| return statusOf(e));
+    if (ops_words == 0 or ops_words > plan.max_ops * plan.op_words) return Status.invalid_arg.code();
+    if (runs_words > plan.max_runs * plan.run_words) return Status.invalid_arg.code();
+    const o = words(ops, ops_words) catch |e| return statusOf(e);
+    const r: []const u32 = if (runs_words == 0) &.{} else words(runs, runs_words) catch |e| return statusOf(e);
+    return plan.create(workspace, o, r, max_tokens, context, where);
+}
+
+/// int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos)
+///
+/// Runs the plan for tokens at positions [pos, pos + n_tokens).
+export fn cf_plan_run(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, pos: u32) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (n_tokens == 0 or n_tokens > plan.max_batch) return Status.invalid_arg.code();
+    const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
+    return plan.run(.{ .t = t, .run = &runPooled }, handle, toks, pos);
+}
+
+/// int32_t cf_plan_destroy(int32_t plan)
+export fn cf_plan_destroy(handle: i32) i32 {
+    return plan.destroy(handle);
+}
+
+/// int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset, size_t dst_len)
+///
+/// Packs a tiled Q4_0/Q8_0 run (one run descriptor, plan.zig) into 16-row
+/// panels (packing.zig) at [dst_offset, dst_offset + dst_len) of an allocation.
+export fn cf_pack(run: ?*const anyopaque, run_words: usize, dst: i32, dst_offset: usize, dst_len: usize) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (run_words != plan.run_words) return Status.invalid_arg.code();
+    const r = words(run, run_words) catch |e| return statusOf(e);
+    return plan.pack(.{ .t = t, .run = &runPooled }, r, dst, dst_offset, dst_len);
+}
+
+/// int32_t cf_write(int32_t handle, size_t offset, const uint8_t *src, size_t len):
+/// copies len bytes into an allocation.
+export fn cf_write(handle: i32, offset: usize, src: ?[*]const u8, len: usize) i32 {
+    if (len == 0) return ok();
+    const s = src orelse return Status.invalid_arg.code();
+    return memory.copyIn(handle, offset, s[0..len]);
+}
+
+// ---------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------
 
@@ -678,6 +739,7 @@ export fn cf_copy(handle: i32, offset: usize, dst: ?[*]u8, len: usize) i32 {
 }
 
 test {
+    _ = plan;
     _ = abi;
     _ = cpu;
     _ = memory;

@@ -80,6 +80,12 @@ fn attentionHead(kv_type: u32, q: [*]const f32, hd: usize, kc: *const anyopaque,
     }
 }
 
+/// q: 1 = Q4_0 panels, 2 = Q8_0 panels (packing.zig).
+fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) callconv(.c) void {
+    assert(q == 1 or q == 2);
+    k.packedPanels(@enumFromInt(q), w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows);
+}
+
 comptime {
     // Every field of the dispatch table is exported under the variant's prefix.
     const impls = .{
@@ -96,6 +102,7 @@ comptime {
         .stream_read = &streamRead,
         .tile_stripe = &tileStripe,
         .attention_head = &attentionHead,
+        .packed_panels = &packedPanels,
     };
     for (std.meta.fields(Table)) |field| {
         const f: field.type = @field(impls, field.name);

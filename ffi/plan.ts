@@ -1,0 +1,416 @@
+/**
+ * Plans: the forward pass as a list of operations that TypeScript decides
+ * and the kernel library runs in one call per token (or per batch of
+ * prompt tokens), with its worker pool spinning between operations.
+ *
+ * Operations name bytes of one workspace allocation (activations, norms,
+ * the KV cache) and weight runs (a region, a byte range and a layout),
+ * never pointers. The library checks every buffer of every operation for
+ * the largest batch once, when the plan is built, and pins the regions the
+ * plan reads so that they cannot be released under it.
+ *
+ * @module
+ */
+
+import { KernelError } from "./errors.ts";
+import { openKernels } from "./kernels.ts";
+import type { AlignedBuffer, MemoryRegion } from "./memory.ts";
+import { STATUS } from "./symbols.ts";
+
+const OP_WORDS = 16;
+const RUN_WORDS = 16;
+const MAX_MEMBERS = 8;
+/** Largest batch a plan accepts (plan.zig `max_batch`). */
+export const MAX_PLAN_BATCH = 1024;
+
+/**
+ * Layouts of weight runs: `.cflow` tiles (docs/FORMAT.md) or packed 16-row
+ * panels (docs/KERNELS.md).
+ *
+ * @example
+ * ```ts
+ * import { RUN_KIND } from "./plan.ts";
+ * console.log(RUN_KIND.PACKED_Q8_0); // 5
+ * ```
+ */
+export const RUN_KIND = {
+  TILES_Q4_0: 1,
+  TILES_Q8_0: 2,
+  TILES_F32: 3,
+  PACKED_Q4_0: 4,
+  PACKED_Q8_0: 5,
+} as const;
+
+/** One of {@link RUN_KIND}'s values. */
+export type RunKind = typeof RUN_KIND[keyof typeof RUN_KIND];
+
+/**
+ * A weight run: 1-8 matrices of `cols` columns (fused projections) stored
+ * in one layout at [offset, offset + length) of a region.
+ *
+ * @example
+ * ```ts ignore
+ * import { RUN_KIND, type WeightRun } from "./plan.ts";
+ * const r: WeightRun = { kind: RUN_KIND.TILES_Q8_0, region: file, offset: 4096, length: 1 << 20, cols: 576, rows: [576] };
+ * ```
+ */
+export interface WeightRun {
+  /** Layout. */
+  kind: RunKind;
+  /** The mapping or allocation holding it. */
+  region: MemoryRegion;
+  /** First byte. */
+  offset: number;
+  /** Bytes. */
+  length: number;
+  /** Input columns. */
+  cols: number;
+  /** Output rows of each member. */
+  rows: readonly number[];
+}
+
+/**
+ * A buffer of the workspace: a byte offset and the byte stride between the
+ * rows of a batch (0: one row shared by the whole batch).
+ *
+ * @example
+ * ```ts
+ * import type { Buf } from "./plan.ts";
+ * const x: Buf = { offset: 0, stride: 2304 };
+ * ```
+ */
+export interface Buf {
+  /** Byte offset in the workspace. */
+  offset: number;
+  /** Bytes between rows (0: a single row). */
+  stride: number;
+}
+
+/**
+ * Bytes of one token's quantized activations for `cols` columns (Q8_0
+ * blocks, their scales as f32 and their sums; packing.zig `ActRow`).
+ *
+ * @example
+ * ```ts
+ * import { actRowBytes } from "./plan.ts";
+ * console.log(actRowBytes(576)); // 768
+ * ```
+ */
+export function actRowBytes(cols: number): number {
+  const ng = Math.ceil(cols / 32);
+  const scales = Math.ceil((ng * 34) / 4) * 4;
+  return Math.ceil((scales + ng * 8) / 64) * 64;
+}
+
+/**
+ * Bytes of a run packed into 16-row panels: each member padded to whole
+ * panels, 288 (Q4_0) or 544 (Q8_0) bytes per panel and group of 32 columns.
+ *
+ * @example
+ * ```ts
+ * import { packedBytes } from "./plan.ts";
+ * console.log(packedBytes("q8_0", 64, [16])); // 1088
+ * ```
+ */
+export function packedBytes(quant: "q4_0" | "q8_0", cols: number, rows: readonly number[]): number {
+  const record = quant === "q4_0" ? 288 : 544;
+  const groups = Math.ceil(cols / 32);
+  let panels = 0;
+  for (const r of rows) panels += Math.ceil(r / 16);
+  return panels * groups * record;
+}
+
+function u32(value: number, what: string): number {
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw new RangeError(`plan: ${what} ${value} is not a u32`);
+  }
+  return value;
+}
+
+const F32_BITS = new Float32Array(1);
+const F32_WORD = new Uint32Array(F32_BITS.buffer);
+
+/** The IEEE bits of `x` rounded to f32. */
+function f32Bits(x: number, what: string): number {
+  if (!Number.isFinite(x)) throw new RangeError(`plan: ${what} ${x} is not finite`);
+  F32_BITS[0] = x;
+  return F32_WORD[0];
+}
+
+function runWords(r: WeightRun): Uint32Array {
+  if (r.region.closed) throw new KernelError("plan", STATUS.HANDLE, "a run's region is closed");
+  if (r.rows.length < 1 || r.rows.length > MAX_MEMBERS) {
+    throw new RangeError(`plan: a run has ${r.rows.length} members, not 1..${MAX_MEMBERS}`);
+  }
+  if (!Number.isSafeInteger(r.offset) || r.offset < 0) {
+    throw new RangeError(`plan: run offset ${r.offset}`);
+  }
+  if (!Number.isSafeInteger(r.length) || r.length < 1) {
+    throw new RangeError(`plan: run length ${r.length}`);
+  }
+  const w = new Uint32Array(RUN_WORDS);
+  w[0] = u32(r.kind, "run kind");
+  w[1] = r.region.handle;
+  w[2] = r.offset % 2 ** 32;
+  w[3] = Math.floor(r.offset / 2 ** 32);
+  w[4] = r.length % 2 ** 32;
+  w[5] = Math.floor(r.length / 2 ** 32);
+  w[6] = u32(r.cols, "run cols");
+  w[7] = r.rows.length;
+  r.rows.forEach((n, i) => w[8 + i] = u32(n, "run rows"));
+  return w;
+}
+
+/**
+ * Packs a tiled Q4_0/Q8_0 run into 16-row panels at `dstOffset` of `dst`
+ * and returns the packed run.
+ *
+ * @example
+ * ```ts ignore
+ * import { packRun, packedBytes } from "./plan.ts";
+ * const dst = allocAligned(packedBytes("q8_0", run.cols, run.rows), 64);
+ * const packed = packRun(run, dst, 0);
+ * ```
+ */
+export function packRun(src: WeightRun, dst: AlignedBuffer, dstOffset: number): WeightRun {
+  const quant = src.kind === RUN_KIND.TILES_Q4_0
+    ? "q4_0"
+    : src.kind === RUN_KIND.TILES_Q8_0
+    ? "q8_0"
+    : undefined;
+  if (quant === undefined) throw new RangeError("packRun: only Q4_0 and Q8_0 tiles pack");
+  const length = packedBytes(quant, src.cols, src.rows);
+  if (!Number.isSafeInteger(dstOffset) || dstOffset < 0 || dstOffset + length > dst.size) {
+    throw new RangeError(`packRun: [${dstOffset}, +${length}) does not fit ${dst.size} bytes`);
+  }
+  const rc = openKernels().symbols.cf_pack(
+    runWords(src),
+    BigInt(RUN_WORDS),
+    dst.handle,
+    BigInt(dstOffset),
+    BigInt(length),
+  );
+  if (rc !== STATUS.OK) throw new KernelError("cf_pack", rc);
+  return {
+    kind: quant === "q4_0" ? RUN_KIND.PACKED_Q4_0 : RUN_KIND.PACKED_Q8_0,
+    region: dst,
+    offset: dstOffset,
+    length,
+    cols: src.cols,
+    rows: src.rows,
+  };
+}
+
+/** Options of one operation. */
+export interface OpOptions {
+  /** Only the batch's last row (the logits of a prompt). */
+  lastOnly?: boolean;
+}
+
+/**
+ * Builds a plan operation by operation. Each method names its buffers;
+ * see kernels-zig/src/plan.zig for what each operation computes.
+ *
+ * @example
+ * ```ts ignore
+ * import { PlanBuilder } from "./plan.ts";
+ * const b = new PlanBuilder();
+ * b.rmsNorm(x, normWeights, xb, 576, 1e-5);
+ * const plan = b.build(workspace, 64, 2048);
+ * plan.run(new Uint32Array([1]), 0);
+ * ```
+ */
+export class PlanBuilder {
+  #ops: number[] = [];
+  #runs: WeightRun[] = [];
+
+  #op(code: number, args: number[], options?: OpOptions): void {
+    if (args.length > OP_WORDS - 2) throw new RangeError("plan: too many arguments");
+    const words = new Array<number>(OP_WORDS).fill(0);
+    words[0] = code;
+    words[1] = options?.lastOnly ? 1 : 0;
+    args.forEach((a, i) => words[2 + i] = u32(a, `argument ${i} of operation ${code}`));
+    this.#ops.push(...words);
+  }
+
+  #run(r: WeightRun): number {
+    const i = this.#runs.indexOf(r);
+    if (i >= 0) return i;
+    this.#runs.push(r);
+    return this.#runs.length - 1;
+  }
+
+  /** out = row `token` of the run's matrix, times `scale`. */
+  embed(run: WeightRun, out: Buf, scale: number): void {
+    this.#op(1, [this.#run(run), out.offset, out.stride, f32Bits(scale, "embedding scale")]);
+  }
+
+  /** out = RMSNorm(x) * w over n values. */
+  rmsNorm(x: Buf, w: number, out: Buf, n: number, eps: number, options?: OpOptions): void {
+    this.#op(2, [x.offset, x.stride, w, out.offset, out.stride, n, f32Bits(eps, "eps")], options);
+  }
+
+  /** q = Q8_0 quantization of x (n a multiple of 32) with scales and sums. */
+  quantize(x: Buf, n: number, q: Buf, options?: OpOptions): void {
+    this.#op(3, [x.offset, x.stride, n, q.offset, q.stride], options);
+  }
+
+  /** y = W x: x quantized (Q4_0/Q8_0 runs) or f32 (F32 tiles). */
+  matmul(run: WeightRun, x: Buf, y: Buf, options?: OpOptions): void {
+    this.#op(4, [this.#run(run), x.offset, x.stride, y.offset, y.stride], options);
+  }
+
+  /** a += b over n values. */
+  add(a: Buf, b: Buf, n: number): void {
+    this.#op(5, [a.offset, a.stride, b.offset, b.stride, n]);
+  }
+
+  /** a += v (one vector at byte offset v) over n values. */
+  addVec(a: Buf, v: number, n: number): void {
+    this.#op(6, [a.offset, a.stride, v, n]);
+  }
+
+  /** RMSNorm of each of n heads of headDim values, weights at w. */
+  headNorm(v: Buf, heads: number, headDim: number, w: number, eps: number): void {
+    this.#op(7, [v.offset, v.stride, heads, headDim, w, f32Bits(eps, "eps")]);
+  }
+
+  /** RoPE at each row's position; freqs holds nRot/2 inverse frequencies. */
+  rope(x: Buf, heads: number, headDim: number, nRot: number, freqs: number, mode: number): void {
+    this.#op(8, [x.offset, x.stride, heads, headDim, nRot, freqs, mode]);
+  }
+
+  /** Copies each row into row `pos` of a cache (kvType 1: f32, 2: f16). */
+  kvStore(src: Buf, cache: number, kvDim: number, kvType: number): void {
+    this.#op(9, [src.offset, src.stride, cache, kvDim, kvType]);
+  }
+
+  /** Grouped-query attention of each row over cache positions up to its own. */
+  attention(a: {
+    q: Buf;
+    k: number;
+    v: number;
+    kvType: number;
+    heads: number;
+    kvHeads: number;
+    headDim: number;
+    window: number;
+    scale: number;
+    softcap: number;
+    scores: number;
+    out: Buf;
+  }): void {
+    this.#op(10, [
+      a.q.offset,
+      a.q.stride,
+      a.k,
+      a.v,
+      a.kvType,
+      a.heads,
+      a.kvHeads,
+      a.headDim,
+      a.window,
+      f32Bits(a.scale, "attention scale"),
+      f32Bits(a.softcap, "attention soft-cap"),
+      a.scores,
+      a.out.offset,
+      a.out.stride,
+    ]);
+  }
+
+  /** out = act(gu[0, n)) * gu[n, 2n), act SiLU or GELU (tanh). */
+  gated(kind: "silu" | "gelu", gu: Buf, out: Buf, n: number): void {
+    this.#op(11, [kind === "silu" ? 0 : 1, gu.offset, gu.stride, out.offset, out.stride, n]);
+  }
+
+  /** x = cap * tanh(x / cap) over n values. */
+  softcap(x: Buf, n: number, cap: number, options?: OpOptions): void {
+    this.#op(12, [x.offset, x.stride, n, f32Bits(cap, "soft-cap")], options);
+  }
+
+  /**
+   * Hands the operations to the library, which checks them against the
+   * workspace for batches of up to `maxTokens` and a KV cache of `context`
+   * positions.
+   */
+  build(workspace: AlignedBuffer, maxTokens: number, context: number): Plan {
+    if (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > MAX_PLAN_BATCH) {
+      throw new RangeError(`plan: batch ${maxTokens} is not in [1, ${MAX_PLAN_BATCH}]`);
+    }
+    const ops = Uint32Array.from(this.#ops);
+    const runs = new Uint32Array(this.#runs.length * RUN_WORDS);
+    this.#runs.forEach((r, i) => runs.set(runWords(r), i * RUN_WORDS));
+    const s = openKernels().symbols;
+    const where = new Uint32Array(2);
+    const handle = s.cf_plan_create(
+      workspace.handle,
+      ops,
+      BigInt(ops.length),
+      runs,
+      BigInt(runs.length),
+      maxTokens,
+      u32(context, "context"),
+      where,
+    );
+    if (handle <= 0) {
+      const names = ["", "embed", "rms_norm", "quantize", "matmul", "add", "add_vec", "head_norm"]
+        .concat(["rope", "kv_store", "attention", "gated", "softcap"]);
+      const detail = where[0] === 1
+        ? `run ${where[1]} (${JSON.stringify({ ...this.#runs[where[1]], region: undefined })})`
+        : where[0] === 2
+        ? `operation ${where[1]} (${names[ops[where[1] * OP_WORDS]] ?? "unknown"})`
+        : undefined;
+      throw new KernelError("cf_plan_create", handle, detail);
+    }
+    return new Plan(handle, maxTokens);
+  }
+}
+
+/**
+ * A checked plan held by the library.
+ *
+ * @example
+ * ```ts ignore
+ * using plan = builder.build(workspace, 64, 2048);
+ * plan.run(new Uint32Array([42]), 0);
+ * ```
+ */
+export class Plan {
+  #handle: number;
+  /** Largest batch. */
+  readonly maxTokens: number;
+
+  /** @internal Use {@link PlanBuilder.build}. */
+  constructor(handle: number, maxTokens: number) {
+    this.#handle = handle;
+    this.maxTokens = maxTokens;
+  }
+
+  /** Runs the tokens at positions [pos, pos + tokens.length). */
+  run(tokens: Uint32Array, pos: number): void {
+    if (this.#handle === 0) throw new KernelError("cf_plan_run", STATUS.HANDLE);
+    if (tokens.length < 1 || tokens.length > this.maxTokens) {
+      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
+    }
+    const rc = openKernels().symbols.cf_plan_run(
+      this.#handle,
+      tokens,
+      BigInt(tokens.length),
+      u32(pos, "position"),
+    );
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_run", rc);
+  }
+
+  /** Frees the plan and unpins its regions. */
+  close(): void {
+    if (this.#handle === 0) return;
+    const rc = openKernels().symbols.cf_plan_destroy(this.#handle);
+    this.#handle = 0;
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_destroy", rc);
+  }
+
+  /** Same as {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -1,0 +1,819 @@
+//! Plans: the forward pass of one or more tokens as a list of operations,
+//! decided in TypeScript and run here in one FFI call, with the worker pool
+//! spinning between operations instead of being woken once per kernel.
+//!
+//! A plan names bytes, never pointers: activations, norms and the KV cache
+//! live at byte offsets of one workspace allocation, and weights are runs
+//! (region handle, offset, length, layout). Everything is checked once, when
+//! the plan is created: every operation's every row of every buffer, for
+//! the largest batch the plan accepts, lies inside the workspace; every run
+//! has exactly the length its layout implies. A run then only checks its
+//! tokens, its positions and its batch size. The regions a plan reads are
+//! pinned: they cannot be released while the plan exists.
+//!
+//! Operations are 16 u32 words: opcode, flags (bit 0: last row only), then
+//! the arguments listed at `Op`. Buffers are a byte offset and a row stride
+//! in bytes (0 for a single row shared by the batch). Row t of a batch is
+//! the token at position pos + t.
+
+const std = @import("std");
+const abi = @import("abi.zig");
+const memory = @import("memory.zig");
+const packing = @import("packing.zig");
+const pool_mod = @import("pool.zig");
+const Table = @import("table.zig").Table;
+
+const assert = std.debug.assert;
+const Status = abi.Status;
+const qk = abi.qk;
+const ActRow = packing.ActRow;
+
+pub const op_words: usize = 16;
+pub const run_words: usize = 16;
+pub const max_ops: usize = 1 << 16;
+pub const max_runs: usize = 1 << 14;
+pub const max_batch: u32 = 1024;
+pub const max_context: u32 = 1 << 22;
+pub const max_plans: usize = 64;
+const max_dim: u32 = 1 << 20;
+
+pub const Op = enum(u32) {
+    /// run, out, out_stride, scale (f32 bits): row tokens[t] of member 0, times scale.
+    embed = 1,
+    /// x, x_stride, w, out, out_stride, n, eps
+    rms_norm = 2,
+    /// x, x_stride, n (a multiple of 32), q, q_stride: ActRows (packing.zig).
+    quantize = 3,
+    /// run, in, in_stride, y, y_stride: y = W in (ActRows, or f32 rows for F32 tiles).
+    matmul = 4,
+    /// a, a_stride, b, b_stride, n: a += b.
+    add = 5,
+    /// a, a_stride, b, n: a += b (one vector for every row).
+    add_vec = 6,
+    /// v, v_stride, n_heads, head_dim, w, eps: RMSNorm of every head, in place.
+    head_norm = 7,
+    /// x, x_stride, n_heads, head_dim, n_rot, freqs, mode
+    rope = 8,
+    /// src, src_stride, cache, kv_dim, kv_type (1 f32, 2 f16): row t to cache row pos + t.
+    kv_store = 9,
+    /// q, q_stride, k, v, kv_type, n_heads, n_kv, head_dim, window, scale, softcap, scores, out, out_stride
+    attention = 10,
+    /// kind (0 SiLU, 1 GELU), gu, gu_stride, out, out_stride, n: out = act(gu[0,n)) * gu[n,2n).
+    gated = 11,
+    /// x, x_stride, n, cap (f32 bits): x = cap tanh(x / cap).
+    softcap = 12,
+    _,
+};
+
+pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, _ };
+
+const Run = struct {
+    kind: RunKind,
+    handle: i32,
+    base: [*]const u8,
+    len: usize,
+    layout: packing.Run,
+    total_rows: usize,
+    /// Output row offset and first panel of each member.
+    row_off: [packing.max_members]usize,
+    panel_off: [packing.max_members + 1]usize,
+};
+
+const Plan = struct {
+    generation: u32 = 0,
+    live: bool = false,
+    busy: std.atomic.Value(bool) = .init(false),
+    ws_handle: i32 = 0,
+    ws: [*]u8 = undefined,
+    ws_len: usize = 0,
+    ops: []u32 = &.{},
+    runs: []Run = &.{},
+    max_tokens: u32 = 0,
+    context: u32 = 0,
+    vocab: u32 = 0,
+};
+
+var plans: [max_plans]Plan = [_]Plan{.{}} ** max_plans;
+var plans_lock: std.Thread.Mutex = .{};
+const index_bits = 6;
+comptime {
+    assert(max_plans == 1 << index_bits);
+}
+
+pub const Env = struct {
+    t: *const Table,
+    run: *const fn (job: pool_mod.Job) void,
+};
+
+const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite };
+
+pub fn statusOf(e: Error) i32 {
+    return switch (e) {
+        error.InvalidArg => Status.invalid_arg.code(),
+        error.Length => Status.length.code(),
+        error.Alignment => Status.alignment.code(),
+        error.Overflow => Status.overflow.code(),
+        error.Range => Status.range.code(),
+        error.Handle => Status.handle.code(),
+        error.NoMemory => Status.no_memory.code(),
+        error.Busy => Status.busy.code(),
+        error.Limit => Status.limit.code(),
+        error.Nonfinite => Status.nonfinite.code(),
+    };
+}
+
+fn mul(a: usize, b: usize) Error!usize {
+    return std.math.mul(usize, a, b) catch error.Overflow;
+}
+
+fn add(a: usize, b: usize) Error!usize {
+    return std.math.add(usize, a, b) catch error.Overflow;
+}
+
+fn word64(lo: u32, hi: u32) usize {
+    return @intCast((@as(u64, hi) << 32) | lo);
+}
+
+// ---------------------------------------------------------------------------
+// Creation: everything is checked here.
+// ---------------------------------------------------------------------------
+
+const Checker = struct {
+    ws_len: usize,
+    max_tokens: usize,
+
+    /// A buffer of `row_bytes` per row at `off`, rows `stride` apart (0: one
+    /// shared row), for every row of the largest batch; 4-byte aligned.
+    fn buf(self: Checker, off: u32, stride: u32, row_bytes: usize) Error!void {
+        if (row_bytes == 0) return error.InvalidArg;
+        if (off % 4 != 0 or stride % 4 != 0) return error.Alignment;
+        if (stride != 0 and stride < row_bytes) return error.InvalidArg;
+        const last = try mul(stride, self.max_tokens - 1);
+        const end = try add(try add(off, last), row_bytes);
+        if (end > self.ws_len) return error.Range;
+    }
+
+    fn one(self: Checker, off: u32, bytes: usize) Error!void {
+        return self.buf(off, 0, bytes);
+    }
+};
+
+fn dim(v: u32) Error!usize {
+    if (v == 0 or v > max_dim) return error.InvalidArg;
+    return v;
+}
+
+fn finite(bits: u32) Error!f32 {
+    const f: f32 = @bitCast(bits);
+    if (!std.math.isFinite(f)) return error.InvalidArg;
+    return f;
+}
+
+fn checkRun(words: []const u32, out: *Run) Error!void {
+    const kind = std.meta.intToEnum(RunKind, words[0]) catch return error.InvalidArg;
+    const cols = try dim(words[6]);
+    const n_members = words[7];
+    if (n_members == 0 or n_members > packing.max_members) return error.InvalidArg;
+    out.* = .{
+        .kind = kind,
+        .handle = @bitCast(words[1]),
+        .base = undefined,
+        .len = word64(words[4], words[5]),
+        .layout = .{ .q = .q4_0, .cols = cols, .n_members = n_members, .rows = undefined },
+        .total_rows = 0,
+        .row_off = undefined,
+        .panel_off = undefined,
+    };
+    out.layout.q = switch (kind) {
+        .tiles_q4_0, .packed_q4_0 => .q4_0,
+        else => .q8_0,
+    };
+    out.panel_off[0] = 0;
+    for (0..n_members) |m| {
+        const rows = try dim(words[8 + m]);
+        out.layout.rows[m] = rows;
+        out.row_off[m] = out.total_rows;
+        out.total_rows += rows;
+        out.panel_off[m + 1] = out.panel_off[m] + packing.panelsOf(rows);
+    }
+    if (cols % qk != 0 and kind != .tiles_f32) return error.InvalidArg;
+    const expected = switch (kind) {
+        .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
+        .tiles_f32 => f32Bytes(&out.layout),
+        .packed_q4_0, .packed_q8_0 => out.layout.packedBytes(),
+        _ => unreachable,
+    };
+    if (expected != out.len) return error.Length;
+    const offset = word64(words[2], words[3]);
+    var view: memory.View = undefined;
+    var err: i32 = 0;
+    if (!memory.pin(out.handle, &view, &err)) return error.Handle;
+    errdefer memory.unpin(out.handle);
+    const end = try add(offset, out.len);
+    if (end > view.len) return error.Range;
+    out.base = @as([*]const u8, @ptrFromInt(view.ptr)) + offset;
+}
+
+fn f32Bytes(l: *const packing.Run) usize {
+    var total: usize = 0;
+    for (0..l.n_members) |m| {
+        var r0: usize = 0;
+        while (r0 < l.rows[m]) : (r0 += packing.tile_rows) {
+            const tr: usize = @min(packing.tile_rows, l.rows[m] - r0);
+            var c0: usize = 0;
+            while (c0 < l.cols) : (c0 += packing.tile_cols) {
+                total += packing.tile_header_bytes + tr * @as(usize, @min(packing.tile_cols, l.cols - c0)) * 4;
+            }
+        }
+    }
+    return total;
+}
+
+fn isQuant(kind: RunKind) bool {
+    return kind != .tiles_f32;
+}
+
+fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *u32) Error!void {
+    const op = std.meta.intToEnum(Op, w[0]) catch return error.InvalidArg;
+    if (w[1] > 1) return error.InvalidArg;
+    const a = w[2..];
+    switch (op) {
+        .embed => {
+            if (a[0] >= runs.len) return error.Range;
+            const r = &runs[a[0]];
+            if (r.layout.n_members != 1) return error.InvalidArg;
+            try c.buf(a[1], a[2], try mul(r.layout.cols, 4));
+            _ = try finite(a[3]);
+            if (vocab.* != 0 and vocab.* != r.total_rows) return error.InvalidArg;
+            vocab.* = @intCast(r.total_rows);
+        },
+        .rms_norm => {
+            const n = try dim(a[5]);
+            try c.buf(a[0], a[1], n * 4);
+            try c.one(a[2], n * 4);
+            try c.buf(a[3], a[4], n * 4);
+            if (try finite(a[6]) < 0) return error.InvalidArg;
+        },
+        .quantize => {
+            const n = try dim(a[2]);
+            if (n % qk != 0) return error.Length;
+            try c.buf(a[0], a[1], n * 4);
+            try c.buf(a[3], a[4], ActRow.bytes(n / qk));
+        },
+        .matmul => {
+            if (a[0] >= runs.len) return error.Range;
+            const r = &runs[a[0]];
+            const in_bytes = if (isQuant(r.kind)) ActRow.bytes(packing.groupsOf(r.layout.cols)) else r.layout.cols * 4;
+            try c.buf(a[1], a[2], in_bytes);
+            try c.buf(a[3], a[4], try mul(r.total_rows, 4));
+        },
+        .add => {
+            const n = try dim(a[4]);
+            try c.buf(a[0], a[1], n * 4);
+            try c.buf(a[2], a[3], n * 4);
+        },
+        .add_vec => {
+            const n = try dim(a[3]);
+            try c.buf(a[0], a[1], n * 4);
+            try c.one(a[2], n * 4);
+        },
+        .head_norm => {
+            const heads = try dim(a[2]);
+            const hd = try dim(a[3]);
+            try c.buf(a[0], a[1], try mul(heads, hd) * 4);
+            try c.one(a[4], hd * 4);
+            if (try finite(a[5]) < 0) return error.InvalidArg;
+        },
+        .rope => {
+            const heads = try dim(a[2]);
+            const hd = try dim(a[3]);
+            const n_rot = try dim(a[4]);
+            if (n_rot % 2 != 0 or n_rot > hd or a[6] > 1) return error.InvalidArg;
+            if (context > abi.rope_max_pos) return error.InvalidArg;
+            try c.buf(a[0], a[1], try mul(heads, hd) * 4);
+            try c.one(a[5], n_rot / 2 * 4);
+        },
+        .kv_store => {
+            const kv_dim = try dim(a[3]);
+            const elt: usize = switch (a[4]) {
+                1 => 4,
+                2 => 2,
+                else => return error.InvalidArg,
+            };
+            try c.buf(a[0], a[1], kv_dim * 4);
+            try c.one(a[2], try mul(try mul(context, kv_dim), elt));
+        },
+        .attention => {
+            const elt: usize = switch (a[4]) {
+                1 => 4,
+                2 => 2,
+                else => return error.InvalidArg,
+            };
+            const heads = try dim(a[5]);
+            const n_kv = try dim(a[6]);
+            const hd = try dim(a[7]);
+            if (heads % n_kv != 0) return error.InvalidArg;
+            _ = try finite(a[9]);
+            if (try finite(a[10]) < 0) return error.InvalidArg;
+            const kv_bytes = try mul(try mul(context, n_kv * hd), elt);
+            if (a[2] % elt != 0 or a[3] % elt != 0) return error.Alignment;
+            try c.buf(a[0], a[1], heads * hd * 4);
+            try c.one(a[2], kv_bytes);
+            try c.one(a[3], kv_bytes);
+            try c.one(a[11], try mul(try mul(heads, context), 4));
+            try c.buf(a[12], a[13], heads * hd * 4);
+        },
+        .gated => {
+            if (a[0] > 1) return error.InvalidArg;
+            const n = try dim(a[5]);
+            try c.buf(a[1], a[2], n * 8);
+            try c.buf(a[3], a[4], n * 4);
+        },
+        .softcap => {
+            const n = try dim(a[2]);
+            try c.buf(a[0], a[1], n * 4);
+            if (try finite(a[3]) <= 0) return error.InvalidArg;
+        },
+        _ => return error.InvalidArg,
+    }
+}
+
+/// Creates a plan; returns a handle (> 0) or a status code, with `where`
+/// set to {1, run index} or {2, operation index} when one is refused.
+pub fn create(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_tokens: u32, context: u32, where: *[2]u32) i32 {
+    where.* = .{ 0, 0 };
+    return createInner(ws_handle, ops_in, runs_in, max_tokens, context, where) catch |e| statusOf(e);
+}
+
+fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_tokens: u32, context: u32, where: *[2]u32) Error!i32 {
+    if (ops_in.len == 0 or ops_in.len % op_words != 0 or ops_in.len / op_words > max_ops) return error.InvalidArg;
+    if (runs_in.len % run_words != 0 or runs_in.len / run_words > max_runs) return error.InvalidArg;
+    if (max_tokens == 0 or max_tokens > max_batch) return error.InvalidArg;
+    if (context == 0 or context > max_context) return error.InvalidArg;
+    if (!memory.isAlloc(ws_handle)) return error.Handle;
+    const gpa = std.heap.c_allocator;
+
+    const n_runs = runs_in.len / run_words;
+    const runs = gpa.alloc(Run, n_runs) catch return error.NoMemory;
+    var pinned: usize = 0;
+    errdefer {
+        for (runs[0..pinned]) |*r| memory.unpin(r.handle);
+        gpa.free(runs);
+    }
+    for (0..n_runs) |i| {
+        where.* = .{ 1, @intCast(i) };
+        try checkRun(runs_in[i * run_words ..][0..run_words], &runs[i]);
+        pinned += 1;
+    }
+
+    var view: memory.View = undefined;
+    var err: i32 = 0;
+    if (!memory.pin(ws_handle, &view, &err)) return error.Handle;
+    errdefer memory.unpin(ws_handle);
+    const checker = Checker{ .ws_len = view.len, .max_tokens = max_tokens };
+    var vocab: u32 = 0;
+    for (0..ops_in.len / op_words) |i| {
+        where.* = .{ 2, @intCast(i) };
+        try checkOp(checker, ops_in[i * op_words ..][0..op_words], runs, context, &vocab);
+    }
+    where.* = .{ 0, 0 };
+    const ops = gpa.dupe(u32, ops_in) catch return error.NoMemory;
+    errdefer gpa.free(ops);
+
+    plans_lock.lock();
+    defer plans_lock.unlock();
+    for (&plans, 0..) |*p, index| {
+        if (p.live) continue;
+        const generation = if (p.generation >= (1 << 24)) 1 else p.generation + 1;
+        p.* = .{
+            .generation = generation,
+            .live = true,
+            .ws_handle = ws_handle,
+            .ws = @ptrFromInt(view.ptr),
+            .ws_len = view.len,
+            .ops = ops,
+            .runs = runs,
+            .max_tokens = max_tokens,
+            .context = context,
+            .vocab = vocab,
+        };
+        return @intCast((generation << index_bits) | @as(u32, @intCast(index)));
+    }
+    return error.Limit;
+}
+
+fn lookup(handle: i32) ?*Plan {
+    if (handle <= 0) return null;
+    const h: u32 = @intCast(handle);
+    const p = &plans[h & (max_plans - 1)];
+    if (!p.live or p.generation != h >> index_bits) return null;
+    return p;
+}
+
+/// Destroys a plan and unpins what it read.
+pub fn destroy(handle: i32) i32 {
+    plans_lock.lock();
+    defer plans_lock.unlock();
+    const p = lookup(handle) orelse return Status.handle.code();
+    if (p.busy.load(.acquire)) return Status.busy.code();
+    for (p.runs) |*r| memory.unpin(r.handle);
+    memory.unpin(p.ws_handle);
+    std.heap.c_allocator.free(p.runs);
+    std.heap.c_allocator.free(p.ops);
+    const generation = p.generation;
+    p.* = .{ .generation = generation };
+    return Status.ok.code();
+}
+
+// ---------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------
+
+/// Runs a plan over tokens at positions [pos, pos + tokens.len).
+pub fn run(env: Env, handle: i32, tokens: []const u32, pos: u32) i32 {
+    const p = blk: {
+        plans_lock.lock();
+        defer plans_lock.unlock();
+        const p = lookup(handle) orelse return Status.handle.code();
+        if (p.busy.swap(true, .acq_rel)) return Status.busy.code();
+        break :blk p;
+    };
+    defer p.busy.store(false, .release);
+    if (tokens.len == 0 or tokens.len > p.max_tokens) return Status.invalid_arg.code();
+    if (@as(u64, pos) + tokens.len > p.context) return Status.range.code();
+    if (p.vocab != 0) {
+        for (tokens) |t| if (t >= p.vocab) return Status.range.code();
+    }
+    const ex = Exec{ .env = env, .p = p, .tokens = tokens, .pos = pos };
+    var i: usize = 0;
+    while (i < p.ops.len) : (i += op_words) {
+        ex.op(p.ops[i..][0..op_words]) catch |e| return statusOf(e);
+    }
+    return Status.ok.code();
+}
+
+/// One operation over the rows of a batch.
+const Exec = struct {
+    env: Env,
+    p: *Plan,
+    tokens: []const u32,
+    pos: u32,
+
+    fn f32s(self: *const Exec, off: usize, stride: usize, row: usize, n: usize) []f32 {
+        const bytes = self.p.ws + off + stride * row;
+        return @as([*]f32, @ptrCast(@alignCast(bytes)))[0..n];
+    }
+
+    fn bytesAt(self: *const Exec, off: usize, stride: usize, row: usize) [*]u8 {
+        return self.p.ws + off + stride * row;
+    }
+
+    fn op(self: *const Exec, w: []const u32) Error!void {
+        const last_only = w[1] & 1 != 0;
+        const n_tok = self.tokens.len;
+        const row0: usize = if (last_only) n_tok - 1 else 0;
+        var ctx = RowCtx{ .ex = self, .w = w, .row0 = row0 };
+        const rows = n_tok - row0;
+        switch (@as(Op, @enumFromInt(w[0]))) {
+            .matmul => return self.matmul(w[2..], row0, rows),
+            .attention => {
+                const heads = w[2 + 5];
+                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = heads, .chunk = 1 });
+            },
+            else => {
+                self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
+            },
+        }
+        if (ctx.failed.load(.acquire)) return error.Nonfinite;
+    }
+
+    fn matmul(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
+        const r = &self.p.runs[a[0]];
+        var ctx = MatCtx{
+            .ex = self,
+            .r = r,
+            .in = self.p.ws + a[1] + a[2] * row0,
+            .in_stride = a[2],
+            .y = @ptrCast(@alignCast(self.p.ws + a[3] + a[4] * row0)),
+            .y_stride = a[4] / 4,
+            .n_tok = rows,
+        };
+        switch (r.kind) {
+            .packed_q4_0, .packed_q8_0 => {
+                const panels = r.panel_off[r.layout.n_members];
+                self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = 4 });
+            },
+            else => {
+                var stripes: usize = 0;
+                for (0..r.layout.n_members) |m| stripes = @max(stripes, r.layout.stripes(m));
+                self.env.run(.{ .run = MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
+            },
+        }
+    }
+};
+
+const MatCtx = struct {
+    ex: *const Exec,
+    r: *const Run,
+    in: [*]const u8,
+    in_stride: usize,
+    y: [*]f32,
+    y_stride: usize,
+    n_tok: usize,
+
+    fn packedRun(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const MatCtx = @ptrCast(@alignCast(raw));
+        const r = self.r;
+        const pb = r.layout.panelBytes();
+        const ng = packing.groupsOf(r.layout.cols);
+        var p = begin;
+        while (p < end) {
+            // The member holding panel p, and how many of [p, end) it holds.
+            var m: usize = 0;
+            while (r.panel_off[m + 1] <= p) m += 1;
+            const stop = @min(end, r.panel_off[m + 1]);
+            const local = p - r.panel_off[m];
+            const rows = @min(r.layout.rows[m] - local * 16, (stop - p) * 16);
+            self.ex.env.t.packed_panels(@intFromEnum(r.layout.q), r.base + p * pb, stop - p, ng, self.in, self.in_stride, self.n_tok, self.y + r.row_off[m] + local * 16, self.y_stride, rows);
+            p = stop;
+        }
+    }
+
+    fn tilesRun(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const MatCtx = @ptrCast(@alignCast(raw));
+        const r = self.r;
+        const l = &r.layout;
+        const t_type: u32 = switch (r.kind) {
+            .tiles_q4_0 => 1,
+            .tiles_q8_0 => 2,
+            else => 3,
+        };
+        const ng = packing.groupsOf(l.cols);
+        for (begin..end) |s| {
+            for (0..l.n_members) |m| {
+                if (s >= l.stripes(m)) continue;
+                const off = if (t_type == 3) f32StripeOffset(l, m, s) else l.stripeOffset(m, s);
+                const r0 = s * packing.tile_rows;
+                const tr: usize = @min(packing.tile_rows, l.rows[m] - r0);
+                for (0..self.n_tok) |t| {
+                    const xin = self.in + t * self.in_stride;
+                    const y = self.y + t * self.y_stride + r.row_off[m] + r0;
+                    if (t_type == 3) {
+                        self.ex.env.t.tile_stripe(3, r.base + off, tr, l.cols, @ptrFromInt(@alignOf(abi.BlockQ8_0)), 0, @ptrCast(@alignCast(xin)), l.cols, y);
+                    } else {
+                        self.ex.env.t.tile_stripe(t_type, r.base + off, tr, l.cols, @ptrCast(xin), ng, @ptrFromInt(@alignOf(f32)), 0, y);
+                    }
+                }
+            }
+        }
+    }
+};
+
+fn f32StripeBytes(tr: usize, cols: usize) usize {
+    var total: usize = 0;
+    var c0: usize = 0;
+    while (c0 < cols) : (c0 += packing.tile_cols) total += packing.tile_header_bytes + tr * @as(usize, @min(packing.tile_cols, cols - c0)) * 4;
+    return total;
+}
+
+fn f32StripeOffset(l: *const packing.Run, m: usize, s: usize) usize {
+    var pos: usize = 0;
+    for (0..s + 1) |si| {
+        for (0..l.n_members) |mi| {
+            if (si >= l.stripes(mi)) continue;
+            if (si == s and mi == m) return pos;
+            pos += f32StripeBytes(@min(packing.tile_rows, l.rows[mi] - si * packing.tile_rows), l.cols);
+        }
+    }
+    unreachable;
+}
+
+/// Per-row (and per-head) operations.
+const RowCtx = struct {
+    ex: *const Exec,
+    w: []const u32,
+    row0: usize,
+    failed: std.atomic.Value(bool) = .init(false),
+
+    fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const RowCtx = @ptrCast(@alignCast(raw));
+        for (begin..end) |i| self.row(self.row0 + i);
+    }
+
+    fn row(self: *const RowCtx, t: usize) void {
+        const ex = self.ex;
+        const k = ex.env.t;
+        const a = self.w[2..];
+        const pos: u32 = ex.pos + @as(u32, @intCast(t));
+        switch (@as(Op, @enumFromInt(self.w[0]))) {
+            .embed => {
+                const r = &ex.p.runs[a[0]];
+                const out = ex.f32s(a[1], a[2], t, r.layout.cols);
+                embedRow(r, ex.tokens[t], out);
+                const scale: f32 = @bitCast(a[3]);
+                if (scale != 1) {
+                    for (out) |*v| v.* *= scale;
+                }
+            },
+            .rms_norm => {
+                const n = a[5];
+                k.rms_norm(ex.f32s(a[0], a[1], t, n).ptr, ex.f32s(a[2], 0, 0, n).ptr, n, @bitCast(a[6]), ex.f32s(a[3], a[4], t, n).ptr);
+            },
+            .quantize => {
+                const n = a[2];
+                const ng = n / qk;
+                const q = ex.bytesAt(a[3], a[4], t);
+                if (!k.quantize_q8_0(ex.f32s(a[0], a[1], t, n).ptr, ng, @ptrCast(q))) {
+                    @constCast(self).failed.store(true, .release);
+                    return;
+                }
+                const so = ActRow.scalesOffset(ng);
+                const su = ActRow.sumsOffset(ng);
+                for (0..ng) |g| {
+                    const blk = q + g * abi.q8_0_block_bytes;
+                    const d = abi.f16ToF32(@as(u16, blk[0]) | (@as(u16, blk[1]) << 8));
+                    var sum: i32 = 0;
+                    for (blk[2..][0..qk]) |b| sum += @as(i8, @bitCast(b));
+                    std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
+                    std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
+                }
+            },
+            .add => {
+                const n = a[4];
+                const x = ex.f32s(a[0], a[1], t, n);
+                const y = ex.f32s(a[2], a[3], t, n);
+                for (x, y) |*xv, yv| xv.* += yv;
+            },
+            .add_vec => {
+                const n = a[3];
+                const x = ex.f32s(a[0], a[1], t, n);
+                const y = ex.f32s(a[2], 0, 0, n);
+                for (x, y) |*xv, yv| xv.* += yv;
+            },
+            .head_norm => {
+                const heads = a[2];
+                const hd = a[3];
+                const v = ex.f32s(a[0], a[1], t, heads * hd);
+                const w = ex.f32s(a[4], 0, 0, hd);
+                // In place: the kernel computes the scale before writing.
+                for (0..heads) |h| k.rms_norm(v[h * hd ..].ptr, w.ptr, hd, @bitCast(a[5]), v[h * hd ..].ptr);
+            },
+            .rope => {
+                const heads = a[2];
+                const hd = a[3];
+                const x = ex.f32s(a[0], a[1], t, heads * hd);
+                k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
+            },
+            .kv_store => {
+                const kv_dim = a[3];
+                const src = ex.f32s(a[0], a[1], t, kv_dim);
+                if (a[4] == 1) {
+                    const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                    @memcpy(dst[pos * kv_dim ..][0..kv_dim], src);
+                } else {
+                    const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                    for (dst[pos * kv_dim ..][0..kv_dim], src) |*d, s| d.* = @floatCast(s);
+                }
+            },
+            .gated => {
+                const n = a[5];
+                const gu = ex.f32s(a[1], a[2], t, 2 * n);
+                const out = ex.f32s(a[3], a[4], t, n);
+                if (a[0] == 0) k.silu_mul(gu.ptr, gu[n..].ptr, out.ptr, n) else k.gelu_mul(gu.ptr, gu[n..].ptr, out.ptr, n);
+            },
+            .softcap => {
+                const x = ex.f32s(a[0], a[1], t, a[2]);
+                const cap: f32 = @bitCast(a[3]);
+                for (x) |*v| v.* = cap * std.math.tanh(v.* / cap);
+            },
+            .matmul, .attention => unreachable,
+            _ => unreachable,
+        }
+    }
+
+    /// Attention items are heads; each head runs every row of the batch.
+    fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const RowCtx = @ptrCast(@alignCast(raw));
+        const ex = self.ex;
+        const a = self.w[2..];
+        const kv_type = a[4];
+        const heads = a[5];
+        const n_kv = a[6];
+        const hd = a[7];
+        const window = a[8];
+        const group = heads / n_kv;
+        const stride = n_kv * hd;
+        const scores: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[11]));
+        for (begin..end) |h| {
+            for (self.row0..ex.tokens.len) |t| {
+                const n_pos: usize = ex.pos + t + 1;
+                const first: usize = if (window > 0 and n_pos > window) n_pos - window else 0;
+                const q = ex.f32s(a[0], a[1], t, heads * hd);
+                const out = ex.f32s(a[12], a[13], t, heads * hd);
+                ex.env.t.attention_head(kv_type, q[h * hd ..].ptr, hd, ex.p.ws + a[2], ex.p.ws + a[3], stride, (h / group) * hd, first, n_pos, @bitCast(a[9]), @bitCast(a[10]), scores + h * ex.p.context, out[h * hd ..].ptr);
+            }
+        }
+    }
+};
+
+/// Row `token` of member 0 of a run, dequantized.
+fn embedRow(r: *const Run, token: u32, out: []f32) void {
+    const l = &r.layout;
+    switch (r.kind) {
+        .packed_q4_0, .packed_q8_0 => packing.unpackRow(l, r.base[0..r.len], 0, token, out),
+        .tiles_q4_0, .tiles_q8_0 => {
+            const s = token / packing.tile_rows;
+            const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
+            const local = token - s * packing.tile_rows;
+            const gb = packing.groupBytes(l.q);
+            var pos = l.stripeOffset(0, s);
+            var c0: usize = 0;
+            while (c0 < l.cols) : (c0 += packing.tile_cols) {
+                const tc: usize = @min(packing.tile_cols, l.cols - c0);
+                const ng = packing.groupsOf(tc);
+                const scales = r.base + pos + packing.tile_header_bytes;
+                const data = scales + tr * ng * 2;
+                for (0..ng) |g| {
+                    const sp = scales + (local * ng + g) * 2;
+                    const d = abi.f16ToF32(@as(u16, sp[0]) | (@as(u16, sp[1]) << 8));
+                    const wq = data + (local * ng + g) * gb;
+                    for (0..qk) |j| {
+                        const col = c0 + g * qk + j;
+                        if (col >= l.cols) break;
+                        const v: i32 = if (l.q == .q8_0)
+                            @as(i8, @bitCast(wq[j]))
+                        else
+                            @as(i32, if (j < 16) wq[j] & 15 else wq[j - 16] >> 4) - 8;
+                        out[col] = @as(f32, @floatFromInt(v)) * d;
+                    }
+                }
+                pos += packing.tileBytes(l.q, tr, tc);
+            }
+        },
+        .tiles_f32 => {
+            const s = token / packing.tile_rows;
+            const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
+            const local = token - s * packing.tile_rows;
+            var pos = f32StripeOffset(l, 0, s);
+            var c0: usize = 0;
+            while (c0 < l.cols) : (c0 += packing.tile_cols) {
+                const tc: usize = @min(packing.tile_cols, l.cols - c0);
+                const body = r.base + pos + packing.tile_header_bytes + local * tc * 4;
+                for (0..tc) |j| out[c0 + j] = @bitCast(std.mem.readInt(u32, body[j * 4 ..][0..4], .little));
+                pos += packing.tile_header_bytes + tr * tc * 4;
+            }
+        },
+        _ => unreachable,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Packing a tiled run into panels.
+// ---------------------------------------------------------------------------
+
+const PackCtx = struct {
+    layout: *const packing.Run,
+    src: []const u8,
+    dst: []u8,
+    panel_off: [packing.max_members + 1]usize,
+
+    fn run(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const PackCtx = @ptrCast(@alignCast(raw));
+        const pb = self.layout.panelBytes();
+        for (begin..end) |p| {
+            var m: usize = 0;
+            while (self.panel_off[m + 1] <= p) m += 1;
+            packing.packPanel(self.layout, self.src, m, p - self.panel_off[m], self.dst[p * pb ..][0..pb]);
+        }
+    }
+};
+
+/// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0) into
+/// [dst_offset, dst_offset + packed length) of allocation `dst_handle`.
+pub fn pack(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize) i32 {
+    return packInner(env, run_in, dst_handle, dst_offset, dst_len) catch |e| statusOf(e);
+}
+
+fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize) Error!i32 {
+    var r: Run = undefined;
+    try checkRun(run_in, &r);
+    defer memory.unpin(r.handle);
+    if (r.kind != .tiles_q4_0 and r.kind != .tiles_q8_0) return error.InvalidArg;
+    if (dst_len != r.layout.packedBytes()) return error.Length;
+    if (!memory.isAlloc(dst_handle)) return error.Handle;
+    var view: memory.View = undefined;
+    var err: i32 = 0;
+    if (!memory.pin(dst_handle, &view, &err)) return error.Handle;
+    defer memory.unpin(dst_handle);
+    if (try add(dst_offset, dst_len) > view.len) return error.Range;
+    const dst = @as([*]u8, @ptrFromInt(view.ptr))[dst_offset..][0..dst_len];
+    var ctx = PackCtx{ .layout = &r.layout, .src = r.base[0..r.len], .dst = dst, .panel_off = r.panel_off };
+    env.run(.{ .run = PackCtx.run, .ctx = &ctx, .items = r.panel_off[r.layout.n_members], .chunk = 8 });
+    return Status.ok.code();
+}
+
+test "f32 run bytes" {
+    var l = packing.Run{ .q = .q8_0, .cols = 32, .n_members = 1, .rows = undefined };
+    l.rows[0] = 300;
+    try std.testing.expectEqual(@as(usize, 38448), f32Bytes(&l));
+}
