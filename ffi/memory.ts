@@ -163,6 +163,8 @@ export abstract class MemoryRegion {
     if (this.#buffer !== undefined && this.#buffer.byteLength > 0) this.#buffer.transfer(0);
     this.#buffer = undefined;
     const rc = openKernels().symbols.cf_release(this.#handle);
+    // Still in use by a plan: the region stays open (and usable).
+    if (rc === STATUS.BUSY) throw new KernelError("cf_release", rc);
     this.#handle = 0;
     if (rc !== STATUS.OK) throw new KernelError("cf_release", rc);
   }

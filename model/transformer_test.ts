@@ -27,7 +27,19 @@ function argmax(v: ArrayLike<number>): number {
   return best;
 }
 
-async function run(name: string, quant: "f32" | "q8_0" | "q4_0") {
+interface Result {
+  maxDelta: number;
+  maxRel: number;
+  agree: number;
+  logits: Float32Array[];
+}
+
+/** Converts the fixture once and runs it under each set of load options. */
+async function run(
+  name: string,
+  quant: "f32" | "q8_0" | "q4_0",
+  loads: { packed?: boolean }[] = [{}],
+): Promise<Result[]> {
   const dir = await Deno.makeTempDir({ prefix: "cflow-logits-" });
   try {
     const out = `${dir}/${name}.cflow`;
@@ -37,28 +49,33 @@ async function run(name: string, quant: "f32" | "q8_0" | "q4_0") {
       rule: "ggml",
       measureError: false,
     });
-    using model = Transformer.load(out, {
-      contextLength: 64,
-      kvCache: quant === "f32" ? "f32" : "f16",
-    });
     const ref = reference(name);
-    let maxDelta = 0;
-    let maxRel = 0;
-    let agree = 0;
-    ref.ids.forEach((tok, pos) => {
-      const got = model.forward(tok, pos);
-      const want = ref.logits.subarray(pos * ref.vocab, (pos + 1) * ref.vocab);
-      let scale = 0;
-      let delta = 0;
-      for (let i = 0; i < ref.vocab; i++) {
-        scale = Math.max(scale, Math.abs(want[i]));
-        delta = Math.max(delta, Math.abs(got[i] - want[i]));
-      }
-      maxDelta = Math.max(maxDelta, delta);
-      maxRel = Math.max(maxRel, delta / scale);
-      if (argmax(got) === argmax(want)) agree++;
+    return loads.map((options) => {
+      using model = Transformer.load(out, {
+        contextLength: 64,
+        kvCache: quant === "f32" ? "f32" : "f16",
+        ...options,
+      });
+      let maxDelta = 0;
+      let maxRel = 0;
+      let agree = 0;
+      const logits: Float32Array[] = [];
+      ref.ids.forEach((tok, pos) => {
+        const got = model.forward(tok, pos).slice();
+        logits.push(got);
+        const want = ref.logits.subarray(pos * ref.vocab, (pos + 1) * ref.vocab);
+        let scale = 0;
+        let delta = 0;
+        for (let i = 0; i < ref.vocab; i++) {
+          scale = Math.max(scale, Math.abs(want[i]));
+          delta = Math.max(delta, Math.abs(got[i] - want[i]));
+        }
+        maxDelta = Math.max(maxDelta, delta);
+        maxRel = Math.max(maxRel, delta / scale);
+        if (argmax(got) === argmax(want)) agree++;
+      });
+      return { maxDelta, maxRel, agree: agree / ref.ids.length, logits };
     });
-    return { maxDelta, maxRel, agree: agree / ref.ids.length };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -66,23 +83,35 @@ async function run(name: string, quant: "f32" | "q8_0" | "q4_0") {
 
 for (const name of MODELS) {
   Deno.test(`${name}: f32 tiles match transformers' logits within 1e-3 relative`, async () => {
-    const r = await run(name, "f32");
+    const [r] = await run(name, "f32");
     assert.ok(r.maxRel <= 1e-3, `max |delta| ${r.maxDelta}, relative ${r.maxRel}`);
     assert.equal(r.agree, 1);
   });
   // Random-init logits are nearly flat (top-1 margins are often below the
   // quantization error), so top-1 agreement here is reported, not asserted;
   // the bound on |delta logit| catches a broken quantized path. Agreement on a
-  // trained model is checked against llama.cpp.
+  // trained model is checked against llama.cpp. Both decode layouts run: the
+  // tiles as stored, and the 16-row panels they are repacked into; the two
+  // compute the same integer products and differ only in f32 summation order.
   for (const [quant, bound] of [["q8_0", 1], ["q4_0", 12]] as const) {
-    Deno.test(`${name}: ${quant} tiles stay within ${bound} of transformers' logits`, async () => {
-      const r = await run(name, quant);
-      console.log(
-        `${name} ${quant}: top-1 ${(r.agree * 100).toFixed(1)}%, max |delta logit| ${
-          r.maxDelta.toFixed(4)
-        }`,
-      );
-      assert.ok(r.maxDelta <= bound, `max |delta| ${r.maxDelta}, top-1 agreement ${r.agree}`);
+    Deno.test(`${name}: ${quant} tiles and packed panels stay within ${bound} of transformers' logits`, async () => {
+      const [tiles, panels] = await run(name, quant, [{ packed: false }, { packed: true }]);
+      for (const [what, r] of [["tiles", tiles], ["panels", panels]] as const) {
+        console.log(
+          `${name} ${quant} ${what}: top-1 ${(r.agree * 100).toFixed(1)}%, max |delta logit| ${
+            r.maxDelta.toFixed(4)
+          }`,
+        );
+        assert.ok(r.maxDelta <= bound, `${what}: max |delta| ${r.maxDelta}, top-1 ${r.agree}`);
+      }
+      let between = 0;
+      tiles.logits.forEach((t, i) => {
+        for (let j = 0; j < t.length; j++) {
+          between = Math.max(between, Math.abs(t[j] - panels.logits[i][j]));
+        }
+      });
+      console.log(`${name} ${quant}: max |tiles - panels| ${between.toExponential(2)}`);
+      assert.ok(between <= 0.05 * Math.max(1, bound / 12), `tiles vs panels differ by ${between}`);
     });
   }
 }

@@ -170,7 +170,8 @@ fn finite(bits: u32) Error!f32 {
 }
 
 fn checkRun(words: []const u32, out: *Run) Error!void {
-    const kind = std.meta.intToEnum(RunKind, words[0]) catch return error.InvalidArg;
+    if (words[0] < 1 or words[0] > 5) return error.InvalidArg;
+    const kind: RunKind = @enumFromInt(words[0]);
     const cols = try dim(words[6]);
     const n_members = words[7];
     if (n_members == 0 or n_members > packing.max_members) return error.InvalidArg;
@@ -201,7 +202,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
         .tiles_f32 => f32Bytes(&out.layout),
         .packed_q4_0, .packed_q8_0 => out.layout.packedBytes(),
-        _ => unreachable,
+        _ => return error.InvalidArg,
     };
     if (expected != out.len) return error.Length;
     const offset = word64(words[2], words[3]);
