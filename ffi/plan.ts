@@ -280,9 +280,12 @@ export class PlanBuilder {
     this.#op(8, [x.offset, x.stride, heads, headDim, nRot, freqs, mode]);
   }
 
-  /** Copies each row into row `pos` of a cache (kvType 1: f32, 2: f16). */
-  kvStore(src: Buf, cache: number, kvDim: number, kvType: number): void {
-    this.#op(9, [src.offset, src.stride, cache, kvDim, kvType]);
+  /**
+   * Copies each row (kvDim values, heads of headDim) to its position in a
+   * head-major cache (kvType 1: f32, 2: f16) of `context` positions per head.
+   */
+  kvStore(src: Buf, cache: number, kvDim: number, kvType: number, headDim: number): void {
+    this.#op(9, [src.offset, src.stride, cache, kvDim, kvType, headDim]);
   }
 
   /** Grouped-query attention of each row over cache positions up to its own. */
@@ -297,7 +300,6 @@ export class PlanBuilder {
     window: number;
     scale: number;
     softcap: number;
-    scores: number;
     out: Buf;
   }): void {
     this.#op(10, [
@@ -312,7 +314,6 @@ export class PlanBuilder {
       a.window,
       f32Bits(a.scale, "attention scale"),
       f32Bits(a.softcap, "attention soft-cap"),
-      a.scores,
       a.out.offset,
       a.out.stride,
     ]);

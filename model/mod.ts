@@ -14,4 +14,4 @@
 export { ropeFrequencies } from "./config.ts";
 export type { ModelConfig, RopeScaling } from "./config.ts";
 export { Transformer } from "./transformer.ts";
-export type { TransformerOptions } from "./transformer.ts";
+export type { LoadStats, TransformerOptions } from "./transformer.ts";

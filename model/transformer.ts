@@ -89,7 +89,6 @@ interface RunState {
   gateUp: Buf; // gate | up
   hb: Buf; // act(gate) * up (padded)
   hq: Buf;
-  scores: number; // heads x context
   logits: Buf; // one row: the batch's last token
 }
 
@@ -217,7 +216,6 @@ export class Transformer {
       gateUp: L.rows(2 * c.ffnHidden * 4, batch),
       hb: L.rows(pad(c.ffnHidden) * 4, batch),
       hq: L.rows(actRowBytes(pad(c.ffnHidden)), batch),
-      scores: L.take(c.heads * ctx * 4),
       logits: { offset: L.take(c.vocab * 4), stride: 0 },
     };
     const vectors: [number, Float32Array][] = [];
@@ -349,8 +347,8 @@ export class Transformer {
       b.rope(q, c.heads, c.headDim, c.ropeDims, freqs, rope);
       b.rope(kNew, c.kvHeads, c.headDim, c.ropeDims, freqs, rope);
       // 4. Append k and v to the cache; attend over the visible positions.
-      b.kvStore(kNew, w.kCache, kvDim, v.kvType);
-      b.kvStore(vNew, w.vCache, kvDim, v.kvType);
+      b.kvStore(kNew, w.kCache, kvDim, v.kvType, c.headDim);
+      b.kvStore(vNew, w.vCache, kvDim, v.kvType, c.headDim);
       b.attention({
         q,
         k: w.kCache,
@@ -362,7 +360,6 @@ export class Transformer {
         window,
         scale: c.attnScale,
         softcap: c.attnSoftcap,
-        scores: s.scores,
         out: s.att,
       });
       // 5. Output projection, optional post-attention norm, residual.

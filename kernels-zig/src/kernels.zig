@@ -708,6 +708,146 @@ pub fn attentionHead(
     }
 }
 
+/// exp(x) for x <= 0 (softmax after the max is subtracted), vectorized:
+/// x = n ln2 + r with |r| <= ln2 / 2, a degree-7 Taylor polynomial for e^r, and
+/// 2^n built in the exponent bits; within 2 ulp of expf, 0 below -87.
+inline fn expNonPositive(comptime N: usize, x_in: @Vector(N, f32)) @Vector(N, f32) {
+    const V = @Vector(N, f32);
+    const x = @max(x_in, @as(V, @splat(-87.0)));
+    const n = @round(x * @as(V, @splat(1.4426950408889634)));
+    // r = x - n ln2, with ln2 split in two for accuracy.
+    var r = @mulAdd(V, n, @as(V, @splat(-0.693145751953125)), x);
+    r = @mulAdd(V, n, @as(V, @splat(-1.428606765330187e-06)), r);
+    var p: V = @splat(1.0 / 5040.0);
+    p = @mulAdd(V, p, r, @splat(1.0 / 720.0));
+    p = @mulAdd(V, p, r, @splat(1.0 / 120.0));
+    p = @mulAdd(V, p, r, @splat(1.0 / 24.0));
+    p = @mulAdd(V, p, r, @splat(1.0 / 6.0));
+    p = @mulAdd(V, p, r, @splat(0.5));
+    p = @mulAdd(V, p, r, @splat(1.0));
+    p = @mulAdd(V, p, r, @splat(1.0));
+    const ni: @Vector(N, i32) = @intFromFloat(n);
+    const scale: V = @bitCast((ni + @as(@Vector(N, i32), @splat(127))) << @splat(23));
+    return p * scale;
+}
+
+pub const attention_max_group: usize = 16;
+
+/// Sum of a vector's lanes as a tree (halves added pairwise), not the
+/// strictly ordered chain `@reduce(.Add)` compiles to for floats.
+inline fn treeSum(comptime N: usize, v: @Vector(N, f32)) f32 {
+    if (N == 1) return v[0];
+    const half = N / 2;
+    const lo: @Vector(half, f32) = std.simd.extract(v, 0, half);
+    const hi: @Vector(half, f32) = std.simd.extract(v, half, half);
+    return treeSum(half, lo + hi);
+}
+const attention_block: usize = 32;
+
+/// Attention of `group` query heads (consecutive, head_dim values each, at
+/// q) that share one KV head, over cache rows [first, n_pos): online
+/// softmax over blocks of 32 positions, each K and V row read once for the
+/// whole group. No scratch beyond the stack; out is group x head_dim.
+pub fn attentionGroup(
+    comptime T: type,
+    q: []const f32,
+    group: usize,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    out: []f32,
+) void {
+    assert(group >= 1 and group <= attention_max_group);
+    assert(q.len % group == 0 and out.len == q.len and first < n_pos);
+    const hd = q.len / group;
+    const B = attention_block;
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var m: [attention_max_group]f32 = undefined;
+    var l: [attention_max_group]f32 = undefined;
+    var s: [attention_max_group][B]f32 align(64) = undefined;
+    @memset(m[0..group], -std.math.inf(f32));
+    @memset(l[0..group], 0);
+    @memset(out, 0);
+    var j0 = first;
+    while (j0 < n_pos) : (j0 += B) {
+        const nb = @min(B, n_pos - j0);
+        // Scores of the block for every head of the group.
+        for (0..nb) |jj| {
+            const krow = k + (j0 + jj) * stride + head_offset;
+            for (0..group) |g| {
+                const qg = q[g * hd ..][0..hd];
+                var acc: V = @splat(0);
+                var d: usize = 0;
+                if (L > 1) {
+                    while (d + L <= hd) : (d += L) {
+                        const kv: @Vector(L, T) = krow[d..][0..L].*;
+                        const kf: V = if (T == f32) kv else @floatCast(kv);
+                        acc = @mulAdd(V, qg[d..][0..L].*, kf, acc);
+                    }
+                }
+                var dot: f32 = treeSum(L, acc);
+                while (d < hd) : (d += 1) dot += qg[d] * @as(f32, @floatCast(krow[d]));
+                var sc = dot * scale;
+                if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+                s[g][jj] = sc;
+            }
+        }
+        // Online softmax: rescale what was accumulated to the new maximum.
+        for (0..group) |g| {
+            var bm: f32 = -std.math.inf(f32);
+            for (s[g][0..nb]) |x| bm = @max(bm, x);
+            const new_m = @max(m[g], bm);
+            const corr: f32 = if (m[g] == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m[g] - new_m))[0];
+            m[g] = new_m;
+            var sum: f32 = 0;
+            var jj: usize = 0;
+            while (jj + 16 <= nb) : (jj += 16) {
+                const e = expNonPositive(16, s[g][jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
+                s[g][jj..][0..16].* = e;
+                sum += treeSum(16, e);
+            }
+            while (jj < nb) : (jj += 1) {
+                const e = expNonPositive(1, @splat(s[g][jj] - new_m))[0];
+                s[g][jj] = e;
+                sum += e;
+            }
+            l[g] = l[g] * corr + sum;
+            if (corr != 1) {
+                for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
+            }
+        }
+        // out += p . V, each V row converted once for the group.
+        for (0..nb) |jj| {
+            const vrow = v + (j0 + jj) * stride + head_offset;
+            var d: usize = 0;
+            if (L > 1) {
+                while (d + L <= hd) : (d += L) {
+                    const vv: @Vector(L, T) = vrow[d..][0..L].*;
+                    const vf: V = if (T == f32) vv else @floatCast(vv);
+                    for (0..group) |g| {
+                        const o = out[g * hd + d ..][0..L];
+                        o.* = @mulAdd(V, @splat(s[g][jj]), vf, o.*);
+                    }
+                }
+            }
+            while (d < hd) : (d += 1) {
+                const vf: f32 = @floatCast(vrow[d]);
+                for (0..group) |g| out[g * hd + d] += s[g][jj] * vf;
+            }
+        }
+    }
+    for (0..group) |g| {
+        const inv = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Activation quantization.
 // ---------------------------------------------------------------------------
@@ -1259,5 +1399,49 @@ test "packed panels agree with the ggml-row dot on the same weights" {
     for (0..16) |r| {
         const expect = scalar.dotQ4_0(blocks4[r * ng ..][0..ng], &xb);
         try expectCloseMag(expect, y[r], 1e-5, absTermsQ4(blocks4[r * ng ..][0..ng], &xb));
+    }
+}
+
+test "grouped online-softmax attention matches the two-pass head kernel" {
+    var prng = std.Random.DefaultPrng.init(21);
+    const rng = prng.random();
+    inline for (.{ f32, f16 }) |T| {
+        for ([_]usize{ 1, 3, 4 }) |group| {
+            for ([_]usize{ 1, 31, 32, 33, 100 }) |n_pos| {
+                const hd = 40;
+                const n_kv = 2;
+                const stride = n_kv * hd;
+                var kc: [100 * 2 * 40]T = undefined;
+                var vc: [100 * 2 * 40]T = undefined;
+                for (&kc, &vc) |*a, *b| {
+                    a.* = @floatCast(rng.float(f32) * 2 - 1);
+                    b.* = @floatCast(rng.float(f32) * 2 - 1);
+                }
+                var q: [4 * 40]f32 = undefined;
+                for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                var out: [4 * 40]f32 = undefined;
+                const first: usize = if (n_pos > 40) 7 else 0;
+                const softcap: f32 = if (group == 3) 5 else 0;
+                attentionGroup(T, q[0 .. group * hd], group, &kc, &vc, stride, hd, first, n_pos, 0.2, softcap, out[0 .. group * hd]);
+                for (0..group) |g| {
+                    var scores: [100]f32 = undefined;
+                    var want: [40]f32 = undefined;
+                    attentionHead(T, q[g * hd ..][0..hd], &kc, &vc, stride, hd, first, n_pos, 0.2, softcap, &scores, &want);
+                    for (0..hd) |d| try expectCloseMag(want[d], out[g * hd + d], 2e-5, 1);
+                }
+            }
+        }
+    }
+}
+
+test "the softmax exp is within 2 ulp of expf" {
+    var x: f32 = -87;
+    while (x <= 0) : (x += 0.0137) {
+        const got = expNonPositive(1, @splat(x))[0];
+        const want = @exp(x);
+        if (@abs(got - want) > 2 * (std.math.nextAfter(f32, want, 1) - want) + 1e-37) {
+            std.debug.print("x {d} got {e} want {e}\n", .{ x, got, want });
+            return error.TestUnexpectedResult;
+        }
     }
 }

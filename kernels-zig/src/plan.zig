@@ -35,6 +35,9 @@ pub const max_runs: usize = 1 << 14;
 pub const max_batch: u32 = 1024;
 pub const max_context: u32 = 1 << 22;
 pub const max_plans: usize = 64;
+/// Query heads sharing one KV head that the attention kernel takes at once
+/// (kernels.zig `attention_max_group`); larger groups go in several calls.
+pub const attention_max_group: usize = 16;
 const max_dim: u32 = 1 << 20;
 
 pub const Op = enum(u32) {
@@ -54,9 +57,11 @@ pub const Op = enum(u32) {
     head_norm = 7,
     /// x, x_stride, n_heads, head_dim, n_rot, freqs, mode
     rope = 8,
-    /// src, src_stride, cache, kv_dim, kv_type (1 f32, 2 f16): row t to cache row pos + t.
+    /// src, src_stride, cache, kv_dim, kv_type (1 f32, 2 f16), head_dim: row t to position
+    /// pos + t of a head-major cache ([kv head][position][head_dim]), so that
+    /// attention streams each head's keys and values contiguously.
     kv_store = 9,
-    /// q, q_stride, k, v, kv_type, n_heads, n_kv, head_dim, window, scale, softcap, scores, out, out_stride
+    /// q, q_stride, k, v, kv_type, n_heads, n_kv, head_dim, window, scale, softcap, out, out_stride
     attention = 10,
     /// kind (0 SiLU, 1 GELU), gu, gu_stride, out, out_stride, n: out = act(gu[0,n)) * gu[n,2n).
     gated = 11,
@@ -301,6 +306,8 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
                 2 => 2,
                 else => return error.InvalidArg,
             };
+            const hd = try dim(a[5]);
+            if (kv_dim % hd != 0) return error.InvalidArg;
             try c.buf(a[0], a[1], kv_dim * 4);
             try c.one(a[2], try mul(try mul(context, kv_dim), elt));
         },
@@ -321,8 +328,7 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             try c.buf(a[0], a[1], heads * hd * 4);
             try c.one(a[2], kv_bytes);
             try c.one(a[3], kv_bytes);
-            try c.one(a[11], try mul(try mul(heads, context), 4));
-            try c.buf(a[12], a[13], heads * hd * 4);
+            try c.buf(a[11], a[12], heads * hd * 4);
         },
         .gated => {
             if (a[0] > 1) return error.InvalidArg;
@@ -478,8 +484,8 @@ const Exec = struct {
         switch (@as(Op, @enumFromInt(w[0]))) {
             .matmul => return self.matmul(w[2..], row0, rows),
             .attention => {
-                const heads = w[2 + 5];
-                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = heads, .chunk = 1 });
+                const n_kv = w[2 + 6];
+                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows, .chunk = 1 });
             },
             else => {
                 self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
@@ -667,13 +673,19 @@ const RowCtx = struct {
             },
             .kv_store => {
                 const kv_dim = a[3];
+                const hd = a[5];
+                const ctx: usize = ex.p.context;
                 const src = ex.f32s(a[0], a[1], t, kv_dim);
-                if (a[4] == 1) {
-                    const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                    @memcpy(dst[pos * kv_dim ..][0..kv_dim], src);
-                } else {
-                    const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                    for (dst[pos * kv_dim ..][0..kv_dim], src) |*d, s| d.* = @floatCast(s);
+                for (0..kv_dim / hd) |h| {
+                    const at = (h * ctx + pos) * hd;
+                    const head = src[h * hd ..][0..hd];
+                    if (a[4] == 1) {
+                        const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                        @memcpy(dst[at..][0..hd], head);
+                    } else {
+                        const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                        for (dst[at..][0..hd], head) |*d, x| d.* = @floatCast(x);
+                    }
                 }
             },
             .gated => {
@@ -692,7 +704,8 @@ const RowCtx = struct {
         }
     }
 
-    /// Attention items are heads; each head runs every row of the batch.
+    /// Attention items are (row, KV head) pairs: the query heads sharing
+    /// the KV head, attending over the positions up to the row's own.
     fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
         const ex = self.ex;
@@ -703,15 +716,19 @@ const RowCtx = struct {
         const hd = a[7];
         const window = a[8];
         const group = heads / n_kv;
-        const stride = n_kv * hd;
-        const scores: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[11]));
-        for (begin..end) |h| {
-            for (self.row0..ex.tokens.len) |t| {
-                const n_pos: usize = ex.pos + t + 1;
-                const first: usize = if (window > 0 and n_pos > window) n_pos - window else 0;
-                const q = ex.f32s(a[0], a[1], t, heads * hd);
-                const out = ex.f32s(a[12], a[13], t, heads * hd);
-                ex.env.t.attention_head(kv_type, q[h * hd ..].ptr, hd, ex.p.ws + a[2], ex.p.ws + a[3], stride, (h / group) * hd, first, n_pos, @bitCast(a[9]), @bitCast(a[10]), scores + h * ex.p.context, out[h * hd ..].ptr);
+        const ctx: usize = ex.p.context;
+        for (begin..end) |item| {
+            const t = self.row0 + item / n_kv;
+            const kvh = item % n_kv;
+            const n_pos: usize = ex.pos + t + 1;
+            const first: usize = if (window > 0 and n_pos > window) n_pos - window else 0;
+            const q = ex.f32s(a[0], a[1], t, heads * hd);
+            const out = ex.f32s(a[11], a[12], t, heads * hd);
+            var g0: usize = 0;
+            while (g0 < group) : (g0 += attention_max_group) {
+                const n: usize = @min(attention_max_group, group - g0);
+                const h0 = kvh * group + g0;
+                ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
             }
         }
     }

@@ -18,6 +18,7 @@ pub const Table = struct {
     stream_read: *const fn ([*]const u8, usize) callconv(.c) u64,
     tile_stripe: *const fn (u32, [*]const u8, usize, usize, [*]const abi.BlockQ8_0, usize, [*]const f32, usize, [*]f32) callconv(.c) void,
     attention_head: *const fn (u32, [*]const f32, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32, [*]f32) callconv(.c) void,
+    attention_group: *const fn (u32, [*]const f32, usize, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32) callconv(.c) void,
     packed_panels: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize, usize) callconv(.c) void,
 
     /// Binds the table to the symbols exported by one variant object.

@@ -80,6 +80,16 @@ fn attentionHead(kv_type: u32, q: [*]const f32, hd: usize, kc: *const anyopaque,
     }
 }
 
+/// kv_type: 1 = f32 cache, 2 = f16 cache; q and out hold group x hd values.
+fn attentionGroup(kv_type: u32, q: [*]const f32, group: usize, hd: usize, kc: *const anyopaque, vc: *const anyopaque, stride: usize, head_offset: usize, first: usize, n_pos: usize, scale: f32, softcap: f32, out: [*]f32) callconv(.c) void {
+    assert(hd >= 1 and first < n_pos);
+    switch (kv_type) {
+        1 => k.attentionGroup(f32, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
+        2 => k.attentionGroup(f16, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
+        else => unreachable,
+    }
+}
+
 /// q: 1 = Q4_0 panels, 2 = Q8_0 panels (packing.zig).
 fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) callconv(.c) void {
     assert(q == 1 or q == 2);
@@ -103,6 +113,7 @@ comptime {
         .tile_stripe = &tileStripe,
         .attention_head = &attentionHead,
         .packed_panels = &packedPanels,
+        .attention_group = &attentionGroup,
     };
     for (std.meta.fields(Table)) |field| {
         const f: field.type = @field(impls, field.name);
