@@ -107,6 +107,12 @@ export interface GenerateOptions {
   stop?: readonly string[];
   /** Cancels generation between tokens. */
   signal?: AbortSignal;
+  /**
+   * Keep generating after an end-of-generation token (it is yielded like any other token), so
+   * exactly `maxTokens` tokens come out unless a stop string, the context or the signal ends
+   * generation first: llama-bench's tg128 convention, for benchmarks. Default false.
+   */
+  ignoreEos?: boolean;
 }
 
 /** Decodes token bytes to text without ever splitting a UTF-8 sequence. */
@@ -148,12 +154,9 @@ export async function* generate(
     );
   }
   const start = performance.now();
-  // Prefill: every prompt token through the model, keeping the last logits.
-  let logits: Float32Array = new Float32Array(0);
-  for (let pos = 0; pos < prompt.length; pos++) {
-    logits = model.forward(prompt[pos], pos);
-    sampler.accept(prompt[pos]);
-  }
+  // Prefill: the prompt through the model in batches, keeping the last logits.
+  let logits = model.prefill(prompt, 0);
+  for (const t of prompt) sampler.accept(t);
   const prefillEnd = performance.now();
   const utf8 = new Utf8Stream();
   const stops = new StopMatcher(options.stop ?? []);
@@ -172,7 +175,7 @@ export async function* generate(
     generated++;
     lastAt = performance.now();
     if (generated === 1) firstAt = lastAt;
-    if (tokenizer.isEog(id)) {
+    if (!options.ignoreEos && tokenizer.isEog(id)) {
       reason = "eog";
       break;
     }

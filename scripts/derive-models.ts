@@ -7,13 +7,19 @@
  *                  Q8_0 with ggml's reference rounding; F32 tensors are copied. Metadata is
  *                  copied in order, except `general.file_type`, which becomes 7
  *                  (LLAMA_FTYPE_MOSTLY_Q8_0) so llama.cpp describes the file truthfully.
+ *   smollm2-q4_0   cache/models/smollm2-135m-instruct.Q4_0.gguf, the same from the same source
+ *                  with Q4_0 (ggml's `quantize_row_q4_0_ref`) and `general.file_type` 2
+ *                  (LLAMA_FTYPE_MOSTLY_Q4_0). Every matrix is Q4_0, the tied embeddings too
+ *                  (llama-quantize would make them Q6_K; `--pure` keeps them Q4_0), so cflow's
+ *                  conversion re-tiles every matrix losslessly and both engines run the same
+ *                  weights (bench/vs_llama.ts).
  *
  * The output is written to a temporary file in the same folder, checked against the sha256
  * pinned below, then renamed into place; a mismatch removes it and fails. When the output
  * already exists with the pinned hash nothing is done. Prints the path of each model.
  *
  * Usage: ./dev run --allow-read --allow-write --allow-ffi --allow-env \
- *          scripts/derive-models.ts [smollm2-q8_0 ...]
+ *          scripts/derive-models.ts [smollm2-q8_0 smollm2-q4_0 ...]  (default: all)
  *
  * @module
  */
@@ -47,18 +53,23 @@ interface Derivation {
 
 /** LLAMA_FTYPE_MOSTLY_Q8_0 in llama.h. */
 const FTYPE_MOSTLY_Q8_0 = 7;
+/** LLAMA_FTYPE_MOSTLY_Q4_0 in llama.h. */
+const FTYPE_MOSTLY_Q4_0 = 2;
 
-/** Every tensor that is not F32 to Q8_0 through f32; F32 kept; metadata copied in order. */
-function requantizeQ8_0(path: string): Uint8Array {
+/**
+ * Every tensor that is not F32 to `typeName` (Q8_0 or Q4_0) through f32; F32 kept; metadata
+ * copied in order with `general.file_type` set to `fileType`.
+ */
+function requantize(path: string, typeName: "Q8_0" | "Q4_0", fileType: number): Uint8Array {
   using file = mapFile(path);
   const src = mappedSource(file);
   const gguf = parseGguf(src);
-  const q8 = ggmlTypeByName("Q8_0")!;
+  const target = ggmlTypeByName(typeName)!;
   const metadata: [string, GgufValue][] = [];
   for (const [key, value] of gguf.metadata) {
     if (key === "general.file_type") {
       if (value.type !== "u32") throw new Error(`derive: ${path}: general.file_type is not a u32`);
-      metadata.push([key, { type: "u32", value: FTYPE_MOSTLY_Q8_0 }]);
+      metadata.push([key, { type: "u32", value: fileType }]);
     } else {
       metadata.push([key, value]);
     }
@@ -70,7 +81,7 @@ function requantizeQ8_0(path: string): Uint8Array {
       throw new Error(`derive: ${t.name}: row length ${t.dims[0]} is not a multiple of 32`);
     }
     const values = dequantizeRow(t.type, bytes, t.elements);
-    return { name: t.name, dims: t.dims, type: q8, data: quantizeRow(q8, values) };
+    return { name: t.name, dims: t.dims, type: target, data: quantizeRow(target, values) };
   });
   return writeGguf({ version: gguf.version, metadata, tensors });
 }
@@ -81,7 +92,14 @@ const DERIVATIONS: Record<string, Derivation> = {
     fetch: "smollm2",
     output: "smollm2-135m-instruct.Q8_0.gguf",
     sha256: "0c1d3326cd9793cfb7296113c063dd5c24e2bd734b48ec1a3d01b7158eca9387",
-    build: requantizeQ8_0,
+    build: (path) => requantize(path, "Q8_0", FTYPE_MOSTLY_Q8_0),
+  },
+  "smollm2-q4_0": {
+    source: "smollm2-135m-instruct.Q4_1.gguf",
+    fetch: "smollm2",
+    output: "smollm2-135m-instruct.Q4_0.gguf",
+    sha256: "dc51cbdc90dfb5c74a00a173bbc5ff4609f0df10a2a535040d484246c347da16",
+    build: (path) => requantize(path, "Q4_0", FTYPE_MOSTLY_Q4_0),
   },
 };
 

@@ -1,0 +1,84 @@
+/**
+ * generate()'s end-of-generation handling on a tiny random model (tests/util/tiny_gguf.ts,
+ * converted to `.cflow`): an EOG token stops generation unless `ignoreEos` is set, in which
+ * case it is yielded like any other token and the token budget alone ends generation.
+ */
+import assert from "node:assert/strict";
+import { convertFile } from "../convert/mod.ts";
+import { openKernels } from "../ffi/mod.ts";
+import { Transformer } from "../model/mod.ts";
+import { tinyGguf } from "../tests/util/tiny_gguf.ts";
+import {
+  generate,
+  type GenerateOptions,
+  type GenerationSampler,
+  type GenerationStats,
+  type GenerationTokenizer,
+} from "./generate.ts";
+
+openKernels({ threads: 1 });
+
+/** A tokenizer whose every token is "a" and for which `eog` decides what ends generation. */
+function tokenizer(eog: (id: number) => boolean): GenerationTokenizer {
+  return {
+    encode: () => [],
+    isEog: eog,
+    tokenBytes: () => new Uint8Array([0x61]),
+  };
+}
+
+const greedy: GenerationSampler = {
+  sample(logits) {
+    let best = 0;
+    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+    return best;
+  },
+  accept() {},
+};
+
+async function run(
+  model: Transformer,
+  eog: (id: number) => boolean,
+  options: GenerateOptions,
+): Promise<{ ids: number[]; stats: GenerationStats }> {
+  const it = generate(model, tokenizer(eog), greedy, [1, 2, 3], options);
+  const ids: number[] = [];
+  while (true) {
+    const r = await it.next();
+    if (r.done) return { ids, stats: r.value };
+    if (r.value.id >= 0) ids.push(r.value.id);
+  }
+}
+
+Deno.test("generate: an end-of-generation token stops generation unless ignoreEos", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cflow-generate-" });
+  try {
+    await Deno.writeFile(`${dir}/tiny.gguf`, tinyGguf("Q8_0"));
+    await convertFile(`${dir}/tiny.gguf`, `${dir}/tiny.cflow`, {
+      format: "cflow",
+      quant: "q8_0",
+      rule: "ggml",
+      measureError: false,
+    });
+    using model = Transformer.load(`${dir}/tiny.cflow`, { contextLength: 32 });
+    const free = await run(model, () => false, { maxTokens: 8 });
+    assert.equal(free.ids.length, 8);
+    assert.equal(free.stats.stopReason, "max_tokens");
+
+    // Every token ends generation: the first one stops it and is not yielded.
+    const stopped = await run(model, () => true, { maxTokens: 8 });
+    assert.deepEqual(stopped.ids, []);
+    assert.equal(stopped.stats.generatedTokens, 1);
+    assert.equal(stopped.stats.stopReason, "eog");
+    const explicit = await run(model, () => true, { maxTokens: 8, ignoreEos: false });
+    assert.equal(explicit.stats.stopReason, "eog");
+
+    // With ignoreEos the same tokens come out as when nothing is end-of-generation.
+    const ignored = await run(model, () => true, { maxTokens: 8, ignoreEos: true });
+    assert.deepEqual(ignored.ids, free.ids);
+    assert.equal(ignored.stats.generatedTokens, 8);
+    assert.equal(ignored.stats.stopReason, "max_tokens");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
