@@ -294,7 +294,14 @@ export type CpuFeature = keyof typeof CPU_FEATURES;
  * console.log(ADVICE.dontneed); // 4
  * ```
  */
-export const ADVICE = { normal: 0, random: 1, sequential: 2, willneed: 3, dontneed: 4 } as const;
+export const ADVICE = {
+  normal: 0,
+  random: 1,
+  sequential: 2,
+  willneed: 3,
+  dontneed: 4,
+  hugepage: 14,
+} as const;
 
 /**
  * A madvise hint name.

@@ -55,6 +55,15 @@ interface LayerWeights {
   vCache: number;
 }
 
+/** Asks for transparent huge pages; where the kernel refuses, 4 KiB pages work too. */
+function hugePages(region: AlignedBuffer): void {
+  try {
+    region.advise("hugepage");
+  } catch {
+    // THP disabled or unsupported: nothing to do.
+  }
+}
+
 /** The tiled runs of a model's matrices. */
 interface ModelRuns {
   layers: { qkv: WeightRun; o: WeightRun; gateUp: WeightRun; down: WeightRun }[];
@@ -245,8 +254,9 @@ export class Transformer {
     const embd = run(runs.embd);
     const output = run(runs.output);
 
-    this.#workspace = allocAligned(L.size, 4096);
+    this.#workspace = allocAligned(L.size, 2 << 20);
     try {
+      hugePages(this.#workspace);
       for (const [at, v] of vectors) {
         this.#workspace.write(at, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
       }
@@ -478,8 +488,12 @@ export class Transformer {
       packedBytes(r.kind === RUN_KIND.TILES_Q4_0 ? "q4_0" : "q8_0", r.cols, r.rows)
     );
     const total = sizes.reduce((a, n) => a + Math.ceil(n / 64) * 64, 0);
-    const dst = allocAligned(total, 4096);
+    // 2 MiB aligned and advised: transparent huge pages spare the TLB a miss
+    // every 4 KiB of the stream (where the kernel does not allow them, the
+    // advice is refused and ignored).
+    const dst = allocAligned(total, 2 << 20);
     try {
+      hugePages(dst);
       let at = 0;
       todo.forEach((r, i) => {
         this.#packedRuns.set(r.offset, packRun(r, dst, at));

@@ -524,7 +524,7 @@ fn correction(comptime q: packing.Quant) i32 {
 
 /// NT tokens against one panel with VNNI: out[j][lane] = row lane . x_j.
 inline fn panelVnni(comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, x: [*]const u8, x_stride: usize, out: *[NT]@Vector(16, f32)) void {
-    const rec = packing.recordBytes(q);
+    const rec = comptime packing.recordBytes(q);
     const so = ActRow.scalesOffset(ng);
     const su = ActRow.sumsOffset(ng);
     const n_chunks = comptime packing.groupBytes(q) / 4;

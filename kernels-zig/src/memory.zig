@@ -28,6 +28,8 @@ pub const Advice = enum(u32) {
     sequential = 2,
     willneed = 3,
     dontneed = 4,
+    /// Back with transparent huge pages where the kernel allows (allocations).
+    hugepage = 14,
 };
 
 const Region = struct {
