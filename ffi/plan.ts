@@ -163,7 +163,9 @@ function runWords(r: WeightRun): Uint32Array {
 
 /**
  * Packs a tiled Q4_0/Q8_0 run into 16-row panels at `dstOffset` of `dst`
- * and returns the packed run.
+ * and returns the packed run. With `evictSource`, the source pages are
+ * dropped (MADV_DONTNEED) as they are packed, so that packing a large
+ * matrix never holds both copies.
  *
  * @example
  * ```ts ignore
@@ -172,7 +174,12 @@ function runWords(r: WeightRun): Uint32Array {
  * const packed = packRun(run, dst, 0);
  * ```
  */
-export function packRun(src: WeightRun, dst: AlignedBuffer, dstOffset: number): WeightRun {
+export function packRun(
+  src: WeightRun,
+  dst: AlignedBuffer,
+  dstOffset: number,
+  options: { evictSource?: boolean } = {},
+): WeightRun {
   const quant = src.kind === RUN_KIND.TILES_Q4_0
     ? "q4_0"
     : src.kind === RUN_KIND.TILES_Q8_0
@@ -189,6 +196,7 @@ export function packRun(src: WeightRun, dst: AlignedBuffer, dstOffset: number): 
     dst.handle,
     BigInt(dstOffset),
     BigInt(length),
+    options.evictSource ? 1 : 0,
   );
   if (rc !== STATUS.OK) throw new KernelError("cf_pack", rc);
   return {

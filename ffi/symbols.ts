@@ -153,8 +153,8 @@ export const symbols = {
   // int32_t cf_plan_destroy(int32_t plan)
   cf_plan_destroy: { parameters: ["i32"], result: "i32" },
   // int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset,
-  //     size_t dst_len)
-  cf_pack: { parameters: ["buffer", "usize", "i32", "usize", "usize"], result: "i32" },
+  //     size_t dst_len, uint32_t evict)
+  cf_pack: { parameters: ["buffer", "usize", "i32", "usize", "usize", "u32"], result: "i32" },
   // int32_t cf_write(int32_t handle, size_t offset, const uint8_t *src, size_t len)
   cf_write: { parameters: ["i32", "usize", "buffer", "usize"], result: "i32" },
   // int32_t cf_alloc(size_t len, size_t alignment, uint64_t out[2])

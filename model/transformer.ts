@@ -254,9 +254,10 @@ export class Transformer {
     const embd = run(runs.embd);
     const output = run(runs.output);
 
-    this.#workspace = allocAligned(L.size, 2 << 20);
+    // Not huge pages: the KV cache is touched a position at a time, and a
+    // 2 MiB page would make all of it resident at once.
+    this.#workspace = allocAligned(L.size, 4096);
     try {
-      hugePages(this.#workspace);
       for (const [at, v] of vectors) {
         this.#workspace.write(at, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
       }
@@ -496,8 +497,7 @@ export class Transformer {
       hugePages(dst);
       let at = 0;
       todo.forEach((r, i) => {
-        this.#packedRuns.set(r.offset, packRun(r, dst, at));
-        if (evict) this.#region.advise("dontneed", r.offset, r.length);
+        this.#packedRuns.set(r.offset, packRun(r, dst, at, { evictSource: evict }));
         at += Math.ceil(sizes[i] / 64) * 64;
       });
     } catch (error) {

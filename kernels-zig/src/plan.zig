@@ -794,6 +794,12 @@ const PackCtx = struct {
     src: []const u8,
     dst: []u8,
     panel_off: [packing.max_members + 1]usize,
+    /// When set, the source handle and offset whose pages to drop as each
+    /// chunk (one 128-row stripe of a one-matrix run) is packed.
+    evict_handle: i32,
+    src_offset: usize,
+
+    const chunk_panels = packing.tile_rows / packing.panel_rows;
 
     fn run(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const PackCtx = @ptrCast(@alignCast(raw));
@@ -803,16 +809,28 @@ const PackCtx = struct {
             while (self.panel_off[m + 1] <= p) m += 1;
             packing.packPanel(self.layout, self.src, m, p - self.panel_off[m], self.dst[p * pb ..][0..pb]);
         }
+        if (self.evict_handle != 0) {
+            // Chunks are whole stripes of one matrix: a contiguous source range.
+            assert(begin % chunk_panels == 0 and self.layout.n_members == 1);
+            const s0 = begin / chunk_panels;
+            const s1 = (end + chunk_panels - 1) / chunk_panels;
+            const from = self.layout.stripeOffset(0, s0);
+            const to = if (s1 >= self.layout.stripes(0)) self.src.len else self.layout.stripeOffset(0, s1);
+            _ = memory.advise(self.evict_handle, self.src_offset + from, to - from, @intFromEnum(memory.Advice.dontneed));
+        }
     }
 };
 
 /// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0) into
-/// [dst_offset, dst_offset + packed length) of allocation `dst_handle`.
-pub fn pack(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize) i32 {
-    return packInner(env, run_in, dst_handle, dst_offset, dst_len) catch |e| statusOf(e);
+/// [dst_offset, dst_offset + packed length) of allocation `dst_handle`. With
+/// `evict`, the source pages are dropped (MADV_DONTNEED) as they are packed,
+/// stripe by stripe for a one-matrix run and at the end for a fused one, so
+/// that packing never holds a whole second copy of a large matrix.
+pub fn pack(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize, evict: bool) i32 {
+    return packInner(env, run_in, dst_handle, dst_offset, dst_len, evict) catch |e| statusOf(e);
 }
 
-fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize) Error!i32 {
+fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize, evict: bool) Error!i32 {
     var r: Run = undefined;
     try checkRun(run_in, &r);
     defer memory.unpin(r.handle);
@@ -825,8 +843,20 @@ fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, 
     defer memory.unpin(dst_handle);
     if (try add(dst_offset, dst_len) > view.len) return error.Range;
     const dst = @as([*]u8, @ptrFromInt(view.ptr))[dst_offset..][0..dst_len];
-    var ctx = PackCtx{ .layout = &r.layout, .src = r.base[0..r.len], .dst = dst, .panel_off = r.panel_off };
-    env.run(.{ .run = PackCtx.run, .ctx = &ctx, .items = r.panel_off[r.layout.n_members], .chunk = 8 });
+    const src_offset = word64(run_in[2], run_in[3]);
+    const stripewise = evict and r.layout.n_members == 1;
+    var ctx = PackCtx{
+        .layout = &r.layout,
+        .src = r.base[0..r.len],
+        .dst = dst,
+        .panel_off = r.panel_off,
+        .evict_handle = if (stripewise) r.handle else 0,
+        .src_offset = src_offset,
+    };
+    env.run(.{ .run = PackCtx.run, .ctx = &ctx, .items = r.panel_off[r.layout.n_members], .chunk = PackCtx.chunk_panels });
+    // Once more over the whole run: fault-around may have mapped pages of a
+    // stripe back in while a neighbouring one was read.
+    if (evict) _ = memory.advise(r.handle, src_offset, r.len, @intFromEnum(memory.Advice.dontneed));
     return Status.ok.code();
 }
 

@@ -669,15 +669,18 @@ export fn cf_plan_destroy(handle: i32) i32 {
     return plan.destroy(handle);
 }
 
-/// int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset, size_t dst_len)
+/// int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset,
+///     size_t dst_len, uint32_t evict)
 ///
 /// Packs a tiled Q4_0/Q8_0 run (one run descriptor, plan.zig) into 16-row
-/// panels (packing.zig) at [dst_offset, dst_offset + dst_len) of an allocation.
-export fn cf_pack(run: ?*const anyopaque, run_words: usize, dst: i32, dst_offset: usize, dst_len: usize) i32 {
+/// panels (packing.zig) at [dst_offset, dst_offset + dst_len) of an
+/// allocation; evict = 1 drops the source pages as they are packed.
+export fn cf_pack(run: ?*const anyopaque, run_words: usize, dst: i32, dst_offset: usize, dst_len: usize, evict: u32) i32 {
+    if (evict > 1) return Status.invalid_arg.code();
     const t = table() orelse return Status.not_initialized.code();
     if (run_words != plan.run_words) return Status.invalid_arg.code();
     const r = words(run, run_words) catch |e| return statusOf(e);
-    return plan.pack(.{ .t = t, .run = &runPooled }, r, dst, dst_offset, dst_len);
+    return plan.pack(.{ .t = t, .run = &runPooled }, r, dst, dst_offset, dst_len, evict == 1);
 }
 
 /// int32_t cf_write(int32_t handle, size_t offset, const uint8_t *src, size_t len):
