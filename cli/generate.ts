@@ -7,18 +7,14 @@
  */
 
 import { openKernels } from "../ffi/mod.ts";
-import { type Transformer, Transformer as Model } from "../model/mod.ts";
+import type { Transformer } from "../model/mod.ts";
 import { fnv1a64, generate, type GenerationStats } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
+import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
-import {
-  type Tokenizer,
-  tokenizerFromGgufMetadata,
-  tokenizerFromHfJson,
-} from "../tokenizer/mod.ts";
-import { loadTiledFile } from "../formats/cflow/mod.ts";
+import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 
 /** A command-line mistake (exit status 2). */
@@ -52,28 +48,6 @@ function progressLine(): ((written: number, total: number) => void) | undefined 
   };
 }
 
-/** Loads the tokenizer a model file carries (GGUF metadata or HF tokenizer.json). */
-function loadTokenizer(path: string): Tokenizer {
-  const file = loadTiledFile(path);
-  try {
-    const meta = file.file.metadata;
-    if (typeof meta.tokenizer === "object" && meta.tokenizer !== null) {
-      return tokenizerFromGgufMetadata(meta.tokenizer as Record<string, unknown>);
-    }
-    const files = meta.tokenizer_files as Record<string, string | null> | undefined;
-    if (files?.tokenizerJson) {
-      const json = Deno.readTextFileSync(files.tokenizerJson);
-      const config = files.tokenizerConfig
-        ? Deno.readTextFileSync(files.tokenizerConfig)
-        : undefined;
-      return tokenizerFromHfJson(json, config);
-    }
-    throw new RangeError(`${path}: the model carries no tokenizer`);
-  } finally {
-    file.close();
-  }
-}
-
 /** Model, tokenizer and chat template, ready. */
 export interface Session {
   model: Transformer;
@@ -89,14 +63,7 @@ export async function openSession(args: ModelArgs): Promise<Session> {
     progress: progressLine(),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),
   });
-  const tokenizer = loadTokenizer(path);
-  const model = Model.load(path, { contextLength: args.ctx, kvCache: args.kvCache });
-  if (tokenizer.vocabSize > model.config.vocab) {
-    model.close();
-    throw new RangeError(
-      `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
-    );
-  }
+  const { model, tokenizer } = openModel(path, { contextLength: args.ctx, kvCache: args.kvCache });
   return { model, tokenizer, path };
 }
 

@@ -395,8 +395,11 @@ export class Plan {
     this.maxTokens = maxTokens;
   }
 
-  /** Runs the tokens at positions [pos, pos + tokens.length). */
-  run(tokens: Uint32Array, pos: number): void {
+  /**
+   * Runs the tokens at positions [pos, pos + tokens.length), on the pool or
+   * (`singleThread`) on the calling thread alone; the results are the same.
+   */
+  run(tokens: Uint32Array, pos: number, singleThread = false): void {
     if (this.#handle === 0) throw new KernelError("cf_plan_run", STATUS.HANDLE);
     if (tokens.length < 1 || tokens.length > this.maxTokens) {
       throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
@@ -406,6 +409,7 @@ export class Plan {
       tokens,
       BigInt(tokens.length),
       u32(pos, "position"),
+      singleThread ? 1 : 0,
     );
     if (rc !== STATUS.OK) throw new KernelError("cf_plan_run", rc);
   }

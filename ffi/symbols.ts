@@ -148,8 +148,9 @@ export const symbols = {
     parameters: ["i32", "buffer", "usize", "buffer", "usize", "u32", "u32", "buffer"],
     result: "i32",
   },
-  // int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos)
-  cf_plan_run: { parameters: ["i32", "buffer", "usize", "u32"], result: "i32" },
+  // int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos,
+  //     uint32_t single_thread)
+  cf_plan_run: { parameters: ["i32", "buffer", "usize", "u32", "u32"], result: "i32" },
   // int32_t cf_plan_destroy(int32_t plan)
   cf_plan_destroy: { parameters: ["i32"], result: "i32" },
   // int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset,

@@ -130,6 +130,16 @@ export interface TransformerOptions {
   evictSource?: boolean;
   /** Most prompt tokens per batch of {@link Transformer.prefill} (default 64). */
   batch?: number;
+  /**
+   * Threads for decode (one token at a time): `"auto"` times a few decode
+   * steps on the calling thread alone and on the whole pool at load and
+   * keeps the faster (on small models a second thread can cost more in
+   * synchronization than it brings in bandwidth); `"pool"` always uses the
+   * pool, `"single"` the calling thread. Prefill always uses the pool.
+   * Default: `"auto"` when the thread count is the default one, `"pool"`
+   * when the user chose it (`--threads`, `CFLOW_THREADS`).
+   */
+  decodeThreads?: "auto" | "pool" | "single";
 }
 
 /**
@@ -150,6 +160,10 @@ export interface LoadStats {
   packedBytes: number;
   /** Bytes of the workspace (activations, norms, KV cache). */
   workspaceBytes: number;
+  /** Threads decode runs on: 1 or the pool's. */
+  decodeThreads: number;
+  /** Milliseconds per decode step measured by `"auto"` (1 thread, pool), if it ran. */
+  decodeTuning?: { singleMs: number; poolMs: number };
 }
 
 /**
@@ -182,6 +196,7 @@ export class Transformer {
   readonly #logitsBytes: Uint8Array;
   readonly #logitsOffset: number;
   readonly #one = new Uint32Array(1);
+  #singleThreadDecode = false;
 
   private constructor(file: LoadedTiledFile, options: TransformerOptions) {
     this.#file = file;
@@ -274,12 +289,42 @@ export class Transformer {
     this.#logits = new Float32Array(c.vocab);
     this.#logitsBytes = new Uint8Array(this.#logits.buffer);
     this.#logitsOffset = s.logits.offset;
+    const mode = options.decodeThreads ??
+      (this.#k.sources.threads === "default" ? "auto" : "pool");
+    let decodeTuning: LoadStats["decodeTuning"];
+    if (this.#k.threads === 1 || mode === "single") {
+      this.#singleThreadDecode = true;
+    } else if (mode === "auto") {
+      decodeTuning = this.#tuneDecode();
+      this.#singleThreadDecode = decodeTuning.singleMs < decodeTuning.poolMs;
+    }
     this.loadStats = {
       packed: this.#packedBuffer !== undefined,
       packMs,
       packedBytes: this.#packedBuffer?.size ?? 0,
       workspaceBytes: L.size,
+      decodeThreads: this.#singleThreadDecode ? 1 : this.#k.threads,
+      decodeTuning,
     };
+  }
+
+  /**
+   * Times decode steps on one thread and on the pool, alternating (after a
+   * warmup of each), and returns the best time of each. The steps write
+   * position 0 of the KV cache, which any real use overwrites first.
+   */
+  #tuneDecode(): { singleMs: number; poolMs: number } {
+    const best = [Infinity, Infinity];
+    this.#one[0] = Math.min(1, this.config.vocab - 1);
+    for (let round = 0; round < 4; round++) {
+      for (const single of [true, false]) {
+        const t0 = performance.now();
+        this.#plan.run(this.#one, 0, single);
+        const ms = performance.now() - t0;
+        if (round > 0) best[single ? 0 : 1] = Math.min(best[single ? 0 : 1], ms);
+      }
+    }
+    return { singleMs: best[0], poolMs: best[1] };
   }
 
   /** Maps, validates and prepares a `.cflow` or `.vflow` file. */
@@ -291,6 +336,16 @@ export class Transformer {
       file.close();
       throw error;
     }
+  }
+
+  /**
+   * Prepares an already loaded file (for callers that also read its
+   * metadata, such as its tokenizer, so that it is validated once). The
+   * model owns the file from then on; if this throws, the caller still
+   * does.
+   */
+  static fromFile(file: LoadedTiledFile, options: TransformerOptions = {}): Transformer {
+    return new Transformer(file, options);
   }
 
   /**
@@ -580,7 +635,7 @@ export class Transformer {
     this.#checkToken(token);
     this.#checkPositions(pos, 1);
     this.#one[0] = token;
-    this.#plan.run(this.#one, pos);
+    this.#plan.run(this.#one, pos, this.#singleThreadDecode);
     return this.#readLogits();
   }
 

@@ -18,6 +18,8 @@ export type {
   GenerationTokenizer,
 } from "./generate.ts";
 export { cacheDir, resolveModel } from "./model_store.ts";
+export { openModel } from "./open_model.ts";
+export type { OpenedModel } from "./open_model.ts";
 export type { ResolveOptions } from "./model_store.ts";
 export { perplexity } from "./perplexity.ts";
 export type { PerplexityResult } from "./perplexity.ts";

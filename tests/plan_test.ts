@@ -91,10 +91,24 @@ Deno.test({
           await t.step(`${label}: 1 and 2 threads give identical logits`, () => {
             openKernels({ threads: 1 });
             using model = Transformer.load(path, { packed, contextLength: 256 });
+            assert.equal(model.loadStats.decodeThreads, 1);
             const one = model.prefill(PROMPT.slice(0, 40), 0).slice();
+            const next = model.forward(7, 40).slice();
             openKernels({ threads: 2 });
-            using again = Transformer.load(path, { packed, contextLength: 256 });
-            sameBits(again.prefill(PROMPT.slice(0, 40), 0), one, label);
+            for (const decodeThreads of ["single", "pool"] as const) {
+              using again = Transformer.load(path, { packed, contextLength: 256, decodeThreads });
+              assert.equal(again.loadStats.decodeThreads, decodeThreads === "single" ? 1 : 2);
+              sameBits(again.prefill(PROMPT.slice(0, 40), 0), one, label);
+              sameBits(again.forward(7, 40), next, `${label} decode on ${decodeThreads}`);
+            }
+            using auto = Transformer.load(path, {
+              packed,
+              contextLength: 256,
+              decodeThreads: "auto",
+            });
+            const tuning = auto.loadStats.decodeTuning!;
+            assert.ok(tuning.singleMs > 0 && tuning.poolMs > 0);
+            assert.equal(auto.loadStats.decodeThreads, tuning.singleMs < tuning.poolMs ? 1 : 2);
           });
         }
         await t.step(`${quant}: panels and tiles agree; greedy output is deterministic`, () => {

@@ -101,6 +101,26 @@ export class LoadedTiledFile {
   }
 }
 
+/** Pages a validation pass may leave behind before they are dropped. */
+const EVICT_EVERY_BYTES = 8 << 20;
+
+/** A source that drops the mapping's pages below its reads every few MiB. */
+function evictBehind(source: ByteSource, mapped: MappedFile): ByteSource {
+  let evicted = 0;
+  return {
+    name: source.name,
+    size: source.size,
+    read(offset: number, length: number, field?: string): Uint8Array {
+      const bytes = source.read(offset, length, field);
+      if (offset - evicted >= EVICT_EVERY_BYTES) {
+        mapped.advise("dontneed", evicted, offset - evicted);
+        evicted = offset;
+      }
+      return bytes;
+    },
+  };
+}
+
 /**
  * Maps and validates a `.cflow` or `.vflow` file.
  *
@@ -118,7 +138,13 @@ export function loadTiledFile(
   const mapped = mapFile(path);
   try {
     const source = mappedSource(mapped);
-    const file = readTiledFile(source, options);
+    // Validation reads every tile header: one small read per tile, which
+    // page fault-around turns into the whole file resident. Drop the pages
+    // behind the reads as it goes, and all of them at the end, so that
+    // opening a file never costs its size in memory (the kernels read the
+    // pages back when they need them).
+    const file = readTiledFile(evictBehind(source, mapped), options);
+    mapped.advise("dontneed");
     const zeroCopy = Deno.permissions.querySync({ name: "ffi" }).state === "granted";
     return new LoadedTiledFile(mapped, file, source, zeroCopy);
   } catch (error) {

@@ -654,14 +654,23 @@ export fn cf_plan_create(workspace: i32, ops: ?*const anyopaque, ops_words: usiz
     return plan.create(workspace, o, r, max_tokens, context, where);
 }
 
-/// int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos)
+/// int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos,
+///     uint32_t single_thread)
 ///
-/// Runs the plan for tokens at positions [pos, pos + n_tokens).
-export fn cf_plan_run(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, pos: u32) i32 {
+/// Runs the plan for tokens at positions [pos, pos + n_tokens), on the pool,
+/// or on the calling thread alone when single_thread is 1 (where one thread
+/// decodes faster than the pool: results are identical either way).
+export fn cf_plan_run(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, pos: u32, single_thread: u32) i32 {
     const t = table() orelse return Status.not_initialized.code();
     if (n_tokens == 0 or n_tokens > plan.max_batch) return Status.invalid_arg.code();
+    if (single_thread > 1) return Status.invalid_arg.code();
     const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
-    return plan.run(.{ .t = t, .run = &runPooled }, handle, toks, pos);
+    const runner: *const fn (job: pool_mod.Job) void = if (single_thread == 1) &runInline else &runPooled;
+    return plan.run(.{ .t = t, .run = runner }, handle, toks, pos);
+}
+
+fn runInline(job: pool_mod.Job) void {
+    if (job.items > 0) job.run(job.ctx, 0, job.items);
 }
 
 /// int32_t cf_plan_destroy(int32_t plan)

@@ -1,0 +1,75 @@
+/**
+ * Opening a converted model for generation: the file is mapped and validated once, and both
+ * the tokenizer it carries and the forward pass come from that one load.
+ *
+ * @module
+ */
+
+import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
+import { Transformer, type TransformerOptions } from "../model/mod.ts";
+import {
+  type Tokenizer,
+  tokenizerFromGgufMetadata,
+  tokenizerFromHfJson,
+} from "../tokenizer/mod.ts";
+
+/**
+ * A model and its tokenizer.
+ *
+ * @example
+ * ```ts ignore
+ * import { openModel } from "./open_model.ts";
+ * const { model, tokenizer } = openModel("smollm2.cflow");
+ * ```
+ */
+export interface OpenedModel {
+  /** The forward pass (owns the mapped file; close it when done). */
+  model: Transformer;
+  /** The tokenizer the file carries. */
+  tokenizer: Tokenizer;
+}
+
+/** The tokenizer a model file carries (GGUF metadata, or HF tokenizer.json next to it). */
+function tokenizerOf(file: LoadedTiledFile, path: string): Tokenizer {
+  const meta = file.file.metadata;
+  if (typeof meta.tokenizer === "object" && meta.tokenizer !== null) {
+    return tokenizerFromGgufMetadata(meta.tokenizer as Record<string, unknown>);
+  }
+  const files = meta.tokenizer_files as Record<string, string | null> | undefined;
+  if (files?.tokenizerJson) {
+    const json = Deno.readTextFileSync(files.tokenizerJson);
+    const config = files.tokenizerConfig ? Deno.readTextFileSync(files.tokenizerConfig) : undefined;
+    return tokenizerFromHfJson(json, config);
+  }
+  throw new RangeError(`${path}: the model carries no tokenizer`);
+}
+
+/**
+ * Maps and validates a `.cflow`/`.vflow` file once, and returns its forward pass and its
+ * tokenizer; refuses a tokenizer with more tokens than the model has rows.
+ *
+ * @example
+ * ```ts ignore
+ * import { openModel } from "./open_model.ts";
+ * const { model, tokenizer } = openModel("smollm2.cflow", { contextLength: 2048 });
+ * model.close();
+ * ```
+ */
+export function openModel(path: string, options: TransformerOptions = {}): OpenedModel {
+  const file = loadTiledFile(path, { verifyChecksums: options.verifyChecksums ?? false });
+  let model: Transformer | undefined;
+  try {
+    const tokenizer = tokenizerOf(file, path);
+    model = Transformer.fromFile(file, options);
+    if (tokenizer.vocabSize > model.config.vocab) {
+      throw new RangeError(
+        `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
+      );
+    }
+    return { model, tokenizer };
+  } catch (error) {
+    if (model !== undefined) model.close();
+    else file.close();
+    throw error;
+  }
+}
