@@ -3,7 +3,8 @@
  * `taskset`, and reads its job as JSON on stdin and its result as the last line of stdout).
  *
  * It goes through the library path users hit: `resolveModel` (the GGUF's conversion, cached in
- * the converted-model cache), `Transformer.load`, the tokenizer the `.cflow` file carries, and
+ * the converted-model cache), `openModel` (one load for the forward pass and the tokenizer the
+ * `.cflow` file carries), and
  * `generate()` with a greedy sampler. Jobs:
  *
  * - `prepare`: convert once (untimed; later jobs find the conversion cached) and describe the
@@ -23,11 +24,16 @@
  */
 
 import { openKernels } from "../ffi/mod.ts";
-import { loadTiledFile } from "../formats/cflow/mod.ts";
-import { Transformer } from "../model/mod.ts";
-import { fnv1a64, generate, type GenerationStats, resolveModel } from "../runtime/mod.ts";
+import type { Transformer } from "../model/mod.ts";
+import {
+  fnv1a64,
+  generate,
+  type GenerationStats,
+  openModel,
+  resolveModel,
+} from "../runtime/mod.ts";
 import { Sampler } from "../sampling/mod.ts";
-import { type Tokenizer, tokenizerFromGgufMetadata } from "../tokenizer/mod.ts";
+import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { CflowJob, ProcMemory } from "./vs_llama.ts";
 
 /**
@@ -53,19 +59,6 @@ async function procMemory(): Promise<ProcMemory> {
     pssFile: kb(rollup, "Pss_File"),
     pssAnon: kb(rollup, "Pss_Anon"),
   };
-}
-
-function loadTokenizer(path: string): Tokenizer {
-  const file = loadTiledFile(path);
-  try {
-    const meta = file.file.metadata;
-    if (typeof meta.tokenizer !== "object" || meta.tokenizer === null) {
-      throw new RangeError(`${path}: the model carries no GGUF tokenizer`);
-    }
-    return tokenizerFromGgufMetadata(meta.tokenizer as Record<string, unknown>);
-  } finally {
-    file.close();
-  }
 }
 
 async function run(
@@ -125,8 +118,9 @@ async function main(job: CflowJob): Promise<Record<string, unknown>> {
     },
   });
   const resolveMs = performance.now() - t0;
-  const tokenizer = loadTokenizer(path);
-  using model = Transformer.load(path, { contextLength: job.ctx, kvCache: "f16" });
+  const opened = openModel(path, { contextLength: job.ctx, kvCache: "f16" });
+  const tokenizer = opened.tokenizer;
+  using model = opened.model;
   const loadMs = performance.now() - t0;
   const info = {
     path,
