@@ -98,7 +98,13 @@ async function main(): Promise<void> {
   for (const m of models) {
     const spec = MODELS[m];
     if (spec === undefined) throw new RangeError(`unknown model ${m} (${Object.keys(MODELS)})`);
-    paths.set(m, await resolveModel(`${ROOT}${spec.gguf}`, { quant: spec.quant }));
+    paths.set(
+      m,
+      await resolveModel(`${ROOT}${spec.gguf}`, {
+        quant: spec.quant,
+        cache: `${ROOT}cache/converted`,
+      }),
+    );
   }
   const cells = models.flatMap((m) => [true, false].map((packed) => ({ m, packed })));
   const results = new Map<string, Result[]>();

@@ -31,7 +31,9 @@ commands:
   help              show this text
 
 options:
-  --threads N       worker threads (default: one per physical core; env CFLOW_THREADS)
+  --threads N       worker threads (default: one per physical core for prefill, and
+                    for decode whichever of 1 or that many measures faster at load;
+                    env CFLOW_THREADS; an explicit count is used for both)
   --json            machine-readable output (doctor, inspect, convert)
   --format F        convert: cflow | vflow (default: from OUT's extension, else cflow)
   --quant Q         convert: q4_0 | q8_0 | f32 (default q4_0)
