@@ -688,7 +688,7 @@ const RowCtx = struct {
                         @memcpy(dst[at..][0..hd], head);
                     } else {
                         const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                        for (dst[at..][0..hd], head) |*d, x| d.* = @floatCast(x);
+                        k.f32_to_f16(head.ptr, dst + at, hd);
                     }
                 }
             },

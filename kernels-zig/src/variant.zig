@@ -90,6 +90,11 @@ fn attentionGroup(kv_type: u32, q: [*]const f32, group: usize, hd: usize, kc: *c
     }
 }
 
+/// dst[i] = f16(src[i]), round to nearest even (F16C where the variant has it).
+fn f32ToF16(src: [*]const f32, dst: [*]f16, n: usize) callconv(.c) void {
+    for (src[0..n], dst[0..n]) |x, *d| d.* = @floatCast(x);
+}
+
 /// q: 1 = Q4_0 panels, 2 = Q8_0 panels (packing.zig).
 fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) callconv(.c) void {
     assert(q == 1 or q == 2);
@@ -113,6 +118,7 @@ comptime {
         .tile_stripe = &tileStripe,
         .attention_head = &attentionHead,
         .packed_panels = &packedPanels,
+        .f32_to_f16 = &f32ToF16,
         .attention_group = &attentionGroup,
     };
     for (std.meta.fields(Table)) |field| {
