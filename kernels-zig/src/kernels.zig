@@ -1008,29 +1008,20 @@ inline fn splatOf(comptime T: type, v: f32) T {
     return if (T == f32) v else @splat(v);
 }
 
-/// g * sigmoid(x), with e = exp(-|x|) from the vectorized exp (libm's expf
-/// is a call per lane): sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) below.
-inline fn timesSigmoid(comptime T: type, g: T, x: T) T {
-    const N = if (T == f32) 1 else @typeInfo(T).vector.len;
-    const V = @Vector(N, f32);
-    const xv: V = if (T == f32) @splat(x) else x;
-    const gv: V = if (T == f32) @splat(g) else g;
-    const one: V = @splat(1.0);
-    const e = expNonPositive(N, -@abs(xv));
-    const sig = @select(f32, xv >= @as(V, @splat(0.0)), one / (one + e), e / (one + e));
-    const r = gv * sig;
-    return if (T == f32) r[0] else r;
-}
-
 inline fn activate(comptime T: type, comptime gate_kind: Gate, g: T) T {
+    const one = splatOf(T, 1.0);
     switch (gate_kind) {
-        // silu(g) = g * sigmoid(g)
-        .silu => return timesSigmoid(T, g, g),
+        // silu(g) = g * sigmoid(g). libm's expf per lane: a vectorized
+        // polynomial exp was ~2% faster on SmolLM2 decode but moved the
+        // teacher-forced agreement with llama.cpp from 96.3% to 94.1% (noise
+        // of one ulp, amplified by Q8_0 activation rounding; see
+        // tests/llamacpp_agreement_test.ts), so it is not used here.
+        .silu => return g / (one + @exp(-g)),
         // gelu_tanh(g) = 0.5 g (1 + tanh(z)) = g * sigmoid(2 z),
         // z = sqrt(2 / pi) * (g + 0.044715 g^3)
         .gelu => {
             const z = splatOf(T, 0.7978845608028654) * (g + splatOf(T, 0.044715) * g * g * g);
-            return timesSigmoid(T, g, splatOf(T, 2.0) * z);
+            return g / (one + @exp(splatOf(T, -2.0) * z));
         },
     }
 }
