@@ -16,6 +16,7 @@ import { formatInspect, inspectPath } from "../inspect/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { runConvert } from "./convert.ts";
 import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "./generate.ts";
+import { runServe } from "./serve.ts";
 
 const USAGE = `cflow ${VERSION}: CPU-first LLM inference
 
@@ -26,6 +27,7 @@ commands:
   generate          generate text from a prompt (--prompt or stdin)
   chat              an interactive chat using the model's chat template
   perplexity        perplexity over a text file, as llama.cpp computes it
+  serve             an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)
   convert IN OUT    convert a GGUF file or Hugging Face directory to .cflow or .vflow
   inspect FILE      describe a .cflow, .vflow, GGUF, safetensors file or HF directory
   help              show this text
@@ -41,7 +43,7 @@ options:
   --report-error    convert: print RMS and max-abs error of every requantized matrix
   --force           convert: replace an existing OUT
 
-model options (generate, chat, perplexity):
+model options (generate, chat, perplexity, serve):
   --model M         .cflow, .vflow, GGUF file or HF folder (GGUF/HF are converted once
                     into the cache; default: SmolLM2-135M-Instruct, fetched on first use)
   --prompt P        the prompt (generate; default: read stdin)
@@ -57,6 +59,11 @@ model options (generate, chat, perplexity):
   --kv-cache T      f16 (default) or f32
   --truncate MODE   error (default) or left: keep the end of a prompt that does not fit
   --file F          perplexity: the text file
+  --host H          serve: address to bind (default 127.0.0.1)
+  --port P          serve: port (default 8080; 0 picks a free one)
+  --parallel N      serve: model instances, one generation each (default 1; each holds
+                    its own weights and KV cache); more requests wait in a FIFO queue
+  --api-key K       serve: require "Authorization: Bearer K" (except on /health)
   -V, --version     print the version
   -h, --help        show this text
 
@@ -66,7 +73,7 @@ environment:
   CFLOW_CPU_DISABLE     comma-separated CPU features to treat as absent
   CFLOW_KERNELS         path of a kernel library to load instead of the local build
 
-Not implemented yet: serve, analyze.`;
+Not implemented yet: analyze.`;
 
 /** The model used when --model is not given (fetched by the launcher). */
 const DEFAULT_MODEL =
@@ -105,11 +112,12 @@ function fail(error: unknown): number {
     error instanceof KernelLoadError || error instanceof KernelError ||
     error instanceof RangeError || error instanceof Deno.errors.NotCapable ||
     error instanceof FormatError || error instanceof Deno.errors.NotFound ||
-    error instanceof Deno.errors.AlreadyExists || error instanceof Deno.errors.PermissionDenied ||
+    error instanceof Deno.errors.AlreadyExists || error instanceof Deno.errors.AddrInUse ||
+    error instanceof Deno.errors.PermissionDenied ||
     error instanceof TypeError || error instanceof ChatTemplateError ||
     error instanceof NoChatTemplateError ||
     (error instanceof Error &&
-      /^(convert|model|generate|stdin|perplexity|model store):/.test(error.message))
+      /^(convert|model|generate|stdin|perplexity|model store|serve):/.test(error.message))
   ) {
     console.error(`cflow: error: ${error.message}`);
     return 1;
@@ -159,6 +167,10 @@ export async function main(args: string[]): Promise<number> {
           "kv-cache": { type: "string" },
           truncate: { type: "string" },
           file: { type: "string" },
+          host: { type: "string" },
+          port: { type: "string" },
+          parallel: { type: "string" },
+          "api-key": { type: "string" },
           system: { type: "string" },
           template: { type: "string" },
           version: { type: "boolean", short: "V", default: false },
@@ -220,6 +232,7 @@ export async function main(args: string[]): Promise<number> {
       }
       case "generate":
       case "chat":
+      case "serve":
       case "perplexity": {
         if (positionals.length > 1) {
           throw new UsageError(`${command} takes options only (see cflow help)`);
@@ -250,6 +263,17 @@ export async function main(args: string[]): Promise<number> {
         const maxTokens = values["max-tokens"] === undefined
           ? 128
           : int(values["max-tokens"], "--max-tokens", 0, 1 << 20);
+        if (command === "serve") {
+          return await runServe({
+            ...modelArgs,
+            host: values.host ?? "127.0.0.1",
+            port: values.port === undefined ? 8080 : int(values.port, "--port", 0, 65535),
+            parallel: values.parallel === undefined
+              ? 1
+              : int(values.parallel, "--parallel", 1, 256),
+            apiKey: values["api-key"],
+          });
+        }
         if (command === "perplexity") {
           if (values.file === undefined) throw new UsageError("perplexity needs --file");
           return await runPerplexity({ ...modelArgs, file: values.file });
@@ -274,7 +298,6 @@ export async function main(args: string[]): Promise<number> {
           chatTemplate: values["chat-template"],
         });
       }
-      case "serve":
       case "analyze":
         console.error(`cflow: '${command}' is not implemented yet in cflow ${VERSION}`);
         return 2;

@@ -101,9 +101,12 @@ Deno.test("usage errors exit 2; unimplemented commands say so", async () => {
   assert.match(unknown.stderr, /unknown command 'frobnicate'/);
   const badFlag = await cflow(["doctor", "--nope"]);
   assert.equal(badFlag.code, 2);
-  const serve = await cflow(["serve"]);
-  assert.equal(serve.code, 2);
-  assert.match(serve.stderr, /not implemented yet/);
+  const analyze = await cflow(["analyze"]);
+  assert.equal(analyze.code, 2);
+  assert.match(analyze.stderr, /not implemented yet/);
+  const badPort = await cflow(["serve", "--port", "http"]);
+  assert.equal(badPort.code, 2, badPort.stderr);
+  assert.match(badPort.stderr, /--port/);
   const help = await cflow(["help"]);
   assert.equal(help.code, 0);
   assert.match(help.stdout, /usage: cflow <command>/);

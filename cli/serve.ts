@@ -1,0 +1,65 @@
+/**
+ * `cflow serve`: resolves (converting once) the model and runs the
+ * OpenAI-compatible server until SIGINT or SIGTERM.
+ *
+ * @module
+ */
+
+import { resolveModel } from "../runtime/model_store.ts";
+import { startServer } from "../server/mod.ts";
+import type { ModelArgs } from "./generate.ts";
+
+/** Settings of `cflow serve`, already parsed. */
+export interface ServeArgs extends ModelArgs {
+  host: string;
+  port: number;
+  parallel: number;
+  apiKey?: string;
+}
+
+/**
+ * `cflow serve`: prints `listening on URL` to stdout once ready, serves until
+ * SIGINT/SIGTERM, then closes the models.
+ *
+ * @example
+ * ```ts ignore
+ * import { runServe } from "./serve.ts";
+ * await runServe({ model: "m.gguf", host: "127.0.0.1", port: 8080, parallel: 1,
+ *   kvCache: "f16", quant: "q4_0", json: false });
+ * ```
+ */
+export async function runServe(args: ServeArgs): Promise<number> {
+  const path = await resolveModel(args.model, {
+    quant: args.quant,
+    onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),
+  });
+  const server = await startServer({
+    model: path,
+    modelId: args.model.split("/").filter((p) => p !== "").pop(),
+    host: args.host,
+    port: args.port,
+    parallel: args.parallel,
+    apiKey: args.apiKey,
+    contextLength: args.ctx,
+    kvCache: args.kvCache,
+    template: args.template,
+  });
+  const stop = () => void server.close();
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+  console.log(
+    args.json
+      ? JSON.stringify({ url: server.url, model: path, parallel: args.parallel })
+      : `cflow serve: listening on ${server.url} (${args.parallel} instance${
+        args.parallel === 1 ? "" : "s"
+      } of ${path})`,
+  );
+  try {
+    await server.finished;
+  } finally {
+    Deno.removeSignalListener("SIGINT", stop);
+    Deno.removeSignalListener("SIGTERM", stop);
+    await server.close();
+  }
+  return 0;
+}

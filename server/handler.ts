@@ -1,0 +1,392 @@
+/**
+ * {@link createHandler}: the HTTP routes of `cflow serve`, over a pool of model
+ * instances. Every request is validated before it takes a slot; each error
+ * becomes a JSON response and never reaches the server loop.
+ *
+ * @module
+ */
+
+import { renderChat } from "../chat/mod.ts";
+import { ChatTemplateError } from "../chat/mod.ts";
+import type { Tokenizer } from "../tokenizer/mod.ts";
+import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
+import {
+  chatChunk,
+  chatCompletion,
+  type FinishReason,
+  type ResponseHead,
+  SSE_DONE,
+  sseData,
+  textCompletion,
+  usage,
+} from "./openai_format.ts";
+import { readJsonBody } from "./read_json_body.ts";
+import { type GenerationResult, type ModelSlot, runGeneration } from "./run_generation.ts";
+import type { SlotPool } from "./slot_pool.ts";
+import {
+  type RequestLimits,
+  type SamplingRequest,
+  validateChatRequest,
+  validateCompletionRequest,
+  validateDetokenizeRequest,
+  validateTokenizeRequest,
+} from "./validate_request.ts";
+
+/**
+ * What the routes share.
+ *
+ * @example
+ * ```ts ignore
+ * import { createHandler, type ServerState } from "./handler.ts";
+ * const handler = createHandler(state);
+ * ```
+ */
+export interface ServerState {
+  pool: SlotPool<ModelSlot>;
+  /** Tokenizer for validation and /tokenize (stateless, shared). */
+  tokenizer: Tokenizer;
+  vocab: number;
+  contextLength: number;
+  /** The id /v1/models lists. */
+  modelId: string;
+  /** The chat template, or undefined when the model has none. */
+  chatTemplate?: string;
+  limits: RequestLimits;
+  /** SHA-256 of the API key, when one is required. */
+  apiKeyHash?: Uint8Array;
+  /** Aborted by close(): ends every generation. */
+  shutdown: AbortSignal;
+}
+
+/**
+ * SHA-256 of a string.
+ *
+ * @example
+ * ```ts
+ * import { sha256 } from "./handler.ts";
+ * console.log((await sha256("k")).length); // 32
+ * ```
+ */
+export async function sha256(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
+}
+
+async function authorized(request: Request, expected: Uint8Array): Promise<boolean> {
+  const header = request.headers.get("authorization") ?? "";
+  const m = /^Bearer (.+)$/.exec(header);
+  const got = await sha256(m === null ? "" : m[1]);
+  let diff = m === null ? 1 : 0;
+  for (let i = 0; i < expected.length; i++) diff |= got[i] ^ expected[i];
+  return diff === 0;
+}
+
+function head(prefix: string, modelId: string): ResponseHead {
+  return {
+    id: `${prefix}-${crypto.randomUUID().replaceAll("-", "")}`,
+    created: Math.floor(Date.now() / 1000),
+    model: modelId,
+  };
+}
+
+function needJson(request: Request): void {
+  const type = request.headers.get("content-type") ?? "";
+  // Also makes a browser preflight a cross-site POST, which this server never answers.
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    throw new ApiError(415, "the request body must be application/json", {
+      code: "unsupported_media_type",
+    });
+  }
+}
+
+/** Prompt ids, checked against the context, and the token budget. */
+function budget(state: ServerState, prompt: number[], r: SamplingRequest): number {
+  if (prompt.length === 0) throw new ApiError(400, "the prompt has no tokens", { param: "prompt" });
+  const room = state.contextLength - prompt.length;
+  if (room < 1) {
+    throw new ApiError(
+      400,
+      `the prompt has ${prompt.length} tokens; the context holds ${state.contextLength}`,
+      { param: "messages", code: "context_length_exceeded" },
+    );
+  }
+  if (r.maxTokens !== undefined && r.maxTokens > room) {
+    throw new ApiError(
+      400,
+      `max_tokens ${r.maxTokens} is more than the context of ${state.contextLength} minus the ` +
+        `prompt's ${prompt.length} tokens (${room})`,
+      { param: "max_tokens", code: "context_length_exceeded" },
+    );
+  }
+  return r.maxTokens ?? room;
+}
+
+type Emit = (text: string) => Uint8Array;
+type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
+
+/** Takes a slot (waiting in the queue) and generates, streamed or whole. */
+async function complete(
+  state: ServerState,
+  request: Request,
+  prompt: number[],
+  r: SamplingRequest,
+  maxTokens: number,
+  whole: (result: GenerationResult) => unknown,
+  stream: { start: Uint8Array[]; emit: Emit; finish: Finish },
+): Promise<Response> {
+  const abort = new AbortController();
+  const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
+  request.signal.addEventListener("abort", onGone, { once: true });
+  const onShutdown = () => abort.abort(new DOMException("the server is closing", "AbortError"));
+  state.shutdown.addEventListener("abort", onShutdown, { once: true });
+  const cleanup = () => {
+    request.signal.removeEventListener("abort", onGone);
+    state.shutdown.removeEventListener("abort", onShutdown);
+  };
+  let slot: ModelSlot;
+  try {
+    slot = await state.pool.acquire(abort.signal);
+  } catch (error) {
+    cleanup();
+    throw error;
+  }
+  if (!r.stream) {
+    try {
+      const result = await runGeneration(slot, prompt, r, maxTokens, abort.signal, () => {});
+      if (result.aborted) {
+        throw new ApiError(499, "the request was cancelled", { code: "cancelled" });
+      }
+      return jsonResponse(whole(result));
+    } finally {
+      state.pool.release(slot);
+      cleanup();
+    }
+  }
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c;
+    },
+    cancel() {
+      onGone();
+    },
+  });
+  const send = (bytes: Uint8Array): void => {
+    try {
+      controller.enqueue(bytes);
+    } catch {
+      onGone(); // the stream is closed: the client left
+    }
+  };
+  (async () => {
+    try {
+      for (const b of stream.start) send(b);
+      const result = await runGeneration(
+        slot,
+        prompt,
+        r,
+        maxTokens,
+        abort.signal,
+        (text) => send(stream.emit(text)),
+      );
+      if (!result.aborted) {
+        for (const b of stream.finish(result, prompt.length)) send(b);
+        send(SSE_DONE);
+      }
+    } catch (error) {
+      const e = error instanceof ApiError
+        ? error
+        : new ApiError(500, `generation failed: ${(error as Error)?.message ?? error}`);
+      send(sseData(e.toJSON()));
+    } finally {
+      state.pool.release(slot);
+      cleanup();
+      try {
+        controller.close();
+      } catch { /* already closed or cancelled */ }
+    }
+  })();
+  return new Response(body, {
+    headers: {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+    },
+  });
+}
+
+async function chatCompletions(state: ServerState, request: Request): Promise<Response> {
+  needJson(request);
+  const body = await readJsonBody(request, state.limits.maxBodyBytes);
+  const r = validateChatRequest(body, state.limits, state.vocab, state.contextLength);
+  if (state.chatTemplate === undefined) {
+    throw new ApiError(400, "the model has no chat template: use /v1/completions", {
+      code: "no_chat_template",
+    });
+  }
+  const t = state.tokenizer;
+  let text: string;
+  try {
+    text = renderChat(state.chatTemplate, r.messages, {
+      bosToken: t.bosId !== undefined ? t.tokenText(t.bosId) : "",
+      eosToken: t.eosId !== undefined ? t.tokenText(t.eosId) : "",
+      addGenerationPrompt: true,
+    });
+  } catch (error) {
+    if (error instanceof ChatTemplateError) {
+      throw new ApiError(400, `the chat template refused the messages: ${error.message}`, {
+        param: "messages",
+      });
+    }
+    throw error;
+  }
+  const prompt = t.encode(text, { addSpecial: true, parseSpecial: true });
+  const maxTokens = budget(state, prompt, r);
+  const h = head("chatcmpl", state.modelId);
+  return await complete(
+    state,
+    request,
+    prompt,
+    r,
+    maxTokens,
+    (res) => chatCompletion(h, res.text, res.finishReason, prompt.length, res.completionTokens),
+    {
+      start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
+      emit: (text) => sseData(chatChunk(h, { content: text })),
+      finish: (res, n) => {
+        const out = [sseData(chatChunk(h, {}, res.finishReason as FinishReason))];
+        if (r.includeUsage) {
+          out.push(
+            sseData({
+              ...h,
+              object: "chat.completion.chunk",
+              choices: [],
+              usage: usage(n, res.completionTokens),
+            }),
+          );
+        }
+        return out;
+      },
+    },
+  );
+}
+
+async function completions(state: ServerState, request: Request): Promise<Response> {
+  needJson(request);
+  const body = await readJsonBody(request, state.limits.maxBodyBytes);
+  const r = validateCompletionRequest(body, state.limits, state.vocab, state.contextLength);
+  const prompt = state.tokenizer.encode(r.prompt, { addSpecial: true, parseSpecial: false });
+  const maxTokens = budget(state, prompt, r);
+  const h = head("cmpl", state.modelId);
+  return await complete(
+    state,
+    request,
+    prompt,
+    r,
+    maxTokens,
+    (res) =>
+      textCompletion(h, res.text, res.finishReason, {
+        prompt: prompt.length,
+        completion: res.completionTokens,
+      }),
+    {
+      start: [],
+      emit: (text) => sseData(textCompletion(h, text, null)),
+      finish: (res, n) => {
+        const out = [sseData(textCompletion(h, "", res.finishReason))];
+        if (r.includeUsage) {
+          out.push(
+            sseData({
+              ...h,
+              object: "text_completion",
+              choices: [],
+              usage: usage(n, res.completionTokens),
+            }),
+          );
+        }
+        return out;
+      },
+    },
+  );
+}
+
+async function route(state: ServerState, request: Request): Promise<Response> {
+  const { pathname } = new URL(request.url);
+  const routes: Record<string, [string, () => Promise<Response> | Response]> = {
+    "/health": ["GET", () =>
+      jsonResponse({
+        status: "ok",
+        slots_idle: state.pool.idle,
+        slots_total: state.pool.size,
+        queued: state.pool.queued,
+      })],
+    "/v1/models": ["GET", () =>
+      jsonResponse({
+        object: "list",
+        data: [{ id: state.modelId, object: "model", created: 0, owned_by: "cflow" }],
+      })],
+    "/v1/chat/completions": ["POST", () => chatCompletions(state, request)],
+    "/v1/completions": ["POST", () => completions(state, request)],
+    "/tokenize": ["POST", async () => {
+      needJson(request);
+      const r = validateTokenizeRequest(
+        await readJsonBody(request, state.limits.maxBodyBytes),
+        state.limits,
+      );
+      return jsonResponse({
+        tokens: state.tokenizer.encode(r.content, {
+          addSpecial: r.addSpecial,
+          parseSpecial: false,
+        }),
+      });
+    }],
+    "/detokenize": ["POST", async () => {
+      needJson(request);
+      const ids = validateDetokenizeRequest(
+        await readJsonBody(request, state.limits.maxBodyBytes),
+        state.limits,
+        state.tokenizer.vocabSize,
+      );
+      return jsonResponse({ content: state.tokenizer.decode(ids) });
+    }],
+  };
+  const entry = Object.hasOwn(routes, pathname) ? routes[pathname] : undefined;
+  if (entry === undefined) {
+    throw new ApiError(404, `no route ${pathname.slice(0, 200)}`, { code: "not_found" });
+  }
+  if (request.method !== entry[0]) {
+    throw new ApiError(405, `${pathname} takes ${entry[0]}`, { code: "method_not_allowed" });
+  }
+  if (state.apiKeyHash !== undefined && pathname !== "/health") {
+    if (!(await authorized(request, state.apiKeyHash))) {
+      throw new ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", {
+        type: "authentication_error",
+        code: "invalid_api_key",
+      });
+    }
+  }
+  return await entry[1]();
+}
+
+/**
+ * The request handler for `Deno.serve`: routes, validates, and turns every
+ * error into an OpenAI-style JSON response (500 for unexpected ones).
+ *
+ * @example
+ * ```ts ignore
+ * import { createHandler } from "./handler.ts";
+ * Deno.serve({ hostname: "127.0.0.1", port: 0 }, createHandler(state));
+ * ```
+ */
+export function createHandler(state: ServerState): (request: Request) => Promise<Response> {
+  return async (request) => {
+    try {
+      return await route(state, request);
+    } catch (error) {
+      if (error instanceof ApiError) return errorResponse(error);
+      if (error instanceof DOMException && error.name === "AbortError") {
+        return errorResponse(new ApiError(499, "the request was cancelled", { code: "cancelled" }));
+      }
+      console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
+      return errorResponse(new ApiError(500, "internal error", { code: "internal_error" }));
+    }
+  };
+}

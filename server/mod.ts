@@ -1,0 +1,196 @@
+/**
+ * `cflow serve`: an OpenAI-compatible HTTP server over a converted model.
+ *
+ * Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as
+ * server-sent events or whole), `GET /v1/models`, `GET /health`,
+ * `POST /tokenize`, `POST /detokenize`. Every request body is capped in size,
+ * strict UTF-8 JSON, and validated field by field (unknown fields are refused).
+ *
+ * One model instance (one KV cache) runs one generation at a time; `parallel`
+ * opens that many instances, and requests beyond them wait in a FIFO queue.
+ * Each instance maps the model file and holds its own KV cache and
+ * workspace (today the weights are also re-tiled per instance, so memory grows
+ * by about one model size per instance). A client that disconnects cancels
+ * only its own generation.
+ *
+ * @example
+ * ```ts ignore
+ * import { startServer } from "./mod.ts";
+ * const server = await startServer({ model: "smollm2.cflow", port: 8080 });
+ * console.log(server.url); // http://127.0.0.1:8080
+ * await server.close();
+ * ```
+ *
+ * @module
+ */
+
+import { chatTemplateFrom } from "../chat/mod.ts";
+import { openKernels } from "../ffi/mod.ts";
+import { openModel } from "../runtime/open_model.ts";
+import { createHandler, type ServerState, sha256 } from "./handler.ts";
+import type { ModelSlot } from "./run_generation.ts";
+import { SlotPool } from "./slot_pool.ts";
+import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
+
+export { ApiError } from "./api_error.ts";
+export { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
+export { SlotPool } from "./slot_pool.ts";
+
+/**
+ * Options of {@link startServer}.
+ *
+ * @example
+ * ```ts
+ * import type { ServerOptions } from "./mod.ts";
+ * const o: ServerOptions = { model: "m.cflow", port: 0, parallel: 2, apiKey: "secret" };
+ * console.log(o.parallel);
+ * ```
+ */
+export interface ServerOptions {
+  /** A `.cflow` or `.vflow` file (convert GGUF/HF first, e.g. with resolveModel). */
+  model: string;
+  /** The model id /v1/models lists (default: the file name). */
+  modelId?: string;
+  /** Address to bind (default 127.0.0.1). */
+  host?: string;
+  /** Port (default 8080; 0 picks a free one). */
+  port?: number;
+  /** Model instances, each serving one generation at a time (default 1). */
+  parallel?: number;
+  /** Requests that may wait for an instance (default 64 per instance; beyond: 503). */
+  maxQueue?: number;
+  /** Require `Authorization: Bearer <apiKey>` on every route but /health. */
+  apiKey?: string;
+  /** Context length of each instance (default: the model's, at most 4096). */
+  contextLength?: number;
+  /** KV cache type (default f16). */
+  kvCache?: "f16" | "f32";
+  /** A Jinja chat template to use instead of the model's own. */
+  template?: string;
+  /** Request bounds (default {@link DEFAULT_LIMITS}). */
+  limits?: Partial<RequestLimits>;
+}
+
+/**
+ * A running server.
+ *
+ * @example
+ * ```ts ignore
+ * import { startServer } from "./mod.ts";
+ * const server = await startServer({ model: "m.cflow", port: 0 });
+ * await fetch(`${server.url}/health`);
+ * await server.close();
+ * ```
+ */
+export interface Server {
+  /** Base URL, e.g. `http://127.0.0.1:8080`. */
+  readonly url: string;
+  /** The port bound. */
+  readonly port: number;
+  /** Cancels running generations, stops listening and closes the models. */
+  close(): Promise<void>;
+  /** Resolves when the server has stopped. */
+  readonly finished: Promise<void>;
+}
+
+/**
+ * Opens `parallel` instances of the model and serves the OpenAI API on
+ * `host:port`.
+ *
+ * @example
+ * ```ts ignore
+ * import { startServer } from "./mod.ts";
+ * const server = await startServer({ model: "smollm2.cflow", port: 0, parallel: 2 });
+ * const r = await fetch(`${server.url}/v1/models`);
+ * console.log((await r.json()).data[0].id);
+ * await server.close();
+ * ```
+ */
+export async function startServer(options: ServerOptions): Promise<Server> {
+  const parallel = options.parallel ?? 1;
+  if (!Number.isInteger(parallel) || parallel < 1 || parallel > 256) {
+    throw new RangeError(`serve: parallel ${parallel} is not an integer in [1, 256]`);
+  }
+  const port = options.port ?? 8080;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new RangeError(`serve: port ${port} is not in [0, 65535]`);
+  }
+  if (options.apiKey !== undefined && options.apiKey.length === 0) {
+    throw new RangeError("serve: the API key is empty");
+  }
+  openKernels();
+  const slots: ModelSlot[] = [];
+  try {
+    for (let i = 0; i < parallel; i++) {
+      slots.push(openModel(options.model, {
+        contextLength: options.contextLength,
+        kvCache: options.kvCache ?? "f16",
+      }));
+    }
+  } catch (error) {
+    for (const s of slots) s.model.close();
+    throw error;
+  }
+  const first = slots[0];
+  let chatTemplate: string | undefined;
+  if (options.template !== undefined || first.tokenizer.chatTemplate !== undefined) {
+    chatTemplate = chatTemplateFrom({ "tokenizer.chat_template": first.tokenizer.chatTemplate }, {
+      override: options.template,
+      model: options.model,
+    }).template;
+  }
+  const shutdown = new AbortController();
+  const state: ServerState = {
+    pool: new SlotPool(slots, options.maxQueue ?? 64 * parallel),
+    tokenizer: first.tokenizer,
+    vocab: first.model.config.vocab,
+    contextLength: first.model.contextLength,
+    modelId: options.modelId ?? options.model.split("/").pop()!,
+    chatTemplate,
+    limits: { ...DEFAULT_LIMITS, ...options.limits },
+    apiKeyHash: options.apiKey === undefined ? undefined : await sha256(options.apiKey),
+    shutdown: shutdown.signal,
+  };
+  let server: Deno.HttpServer<Deno.NetAddr>;
+  try {
+    server = Deno.serve({
+      hostname: options.host ?? "127.0.0.1",
+      port,
+      onListen: () => {},
+      onError: (error) => {
+        console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
+        return new Response(
+          JSON.stringify({
+            error: {
+              message: "internal error",
+              type: "server_error",
+              param: null,
+              code: "internal_error",
+            },
+          }),
+          { status: 500, headers: { "content-type": "application/json" } },
+        );
+      },
+    }, createHandler(state));
+  } catch (error) {
+    for (const s of slots) s.model.close();
+    throw error;
+  }
+  const addr = server.addr;
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  let closing: Promise<void> | undefined;
+  const finished = server.finished.then(() => {});
+  return {
+    url: `http://${host}:${addr.port}`,
+    port: addr.port,
+    finished,
+    close(): Promise<void> {
+      closing ??= (async () => {
+        shutdown.abort();
+        await server.shutdown();
+        for (const s of slots) s.model.close();
+      })();
+      return closing;
+    },
+  };
+}

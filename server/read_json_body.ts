@@ -1,0 +1,69 @@
+/**
+ * {@link readJsonBody}: a request body read with a size cap, decoded as strict
+ * UTF-8 and parsed as JSON.
+ *
+ * @module
+ */
+
+import { ApiError } from "./api_error.ts";
+
+/**
+ * Reads at most `limit` bytes of `request`'s body and parses them as JSON.
+ *
+ * @throws {ApiError} 413 when the body is larger than `limit` (by Content-Length or as read),
+ * 400 when it is not valid UTF-8 or not JSON.
+ *
+ * @example
+ * ```ts
+ * import { readJsonBody } from "./read_json_body.ts";
+ * const r = new Request("http://x/", { method: "POST", body: '{"a":1}' });
+ * console.log(await readJsonBody(r, 1024)); // { a: 1 }
+ * ```
+ */
+export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > limit) {
+    await request.body?.cancel().catch(() => {});
+    throw tooLarge(limit);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (request.body !== null) {
+    const reader = request.body.getReader();
+    while (true) {
+      const r = await reader.read();
+      if (r.done) break;
+      size += r.value.length;
+      if (size > limit) {
+        await reader.cancel().catch(() => {});
+        throw tooLarge(limit);
+      }
+      chunks.push(r.value);
+    }
+  }
+  const all = new Uint8Array(size);
+  let o = 0;
+  for (const c of chunks) {
+    all.set(c, o);
+    o += c.length;
+  }
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(all);
+  } catch {
+    throw new ApiError(400, "the request body is not valid UTF-8", { code: "invalid_utf8" });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ApiError(400, `the request body is not valid JSON: ${(error as Error).message}`, {
+      code: "invalid_json",
+    });
+  }
+}
+
+function tooLarge(limit: number): ApiError {
+  return new ApiError(413, `the request body is larger than ${limit} bytes`, {
+    code: "request_too_large",
+  });
+}

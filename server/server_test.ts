@@ -1,0 +1,367 @@
+/**
+ * `cflow serve` end to end on SmolLM2-135M-Instruct: the official `openai`
+ * client as the caller, refused requests, and concurrent streams with
+ * disconnects. Skipped when the test model has not been fetched.
+ */
+import assert from "node:assert/strict";
+import OpenAI from "npm:openai@4.104.0";
+import { resolveModel } from "../runtime/model_store.ts";
+import { type Server, startServer } from "./mod.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const GGUF = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
+const present = (() => {
+  try {
+    return Deno.statSync(GGUF).isFile;
+  } catch {
+    return false;
+  }
+})();
+
+/** The converted model, in the cache the launcher uses. */
+async function model(): Promise<string> {
+  return await resolveModel(GGUF, { cache: `${ROOT}cache/converted`, quant: "q4_0" });
+}
+
+async function withServer(
+  options: { parallel?: number; apiKey?: string; contextLength?: number },
+  body: (server: Server) => Promise<void>,
+): Promise<void> {
+  const server = await startServer({ model: await model(), port: 0, ...options });
+  try {
+    await body(server);
+  } finally {
+    await server.close();
+  }
+}
+
+function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string"
+      ? body
+      : body instanceof Uint8Array
+      ? new Uint8Array(body)
+      : JSON.stringify(body),
+  });
+}
+
+async function expectError(r: Response, status: number, param?: string): Promise<void> {
+  const body = await r.json();
+  assert.equal(r.status, status, JSON.stringify(body));
+  assert.equal(typeof body.error.message, "string");
+  assert.equal(typeof body.error.type, "string");
+  if (param !== undefined) assert.equal(body.error.param, param);
+}
+
+const messages = [{ role: "user" as const, content: "What is the capital of France?" }];
+
+Deno.test({
+  name: "serve: the openai client streams and completes the same greedy chat",
+  ignore: !present,
+  async fn() {
+    await withServer({}, async (server) => {
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
+      const whole = await client.chat.completions.create({
+        model: "smollm2",
+        messages,
+        temperature: 0,
+        max_tokens: 16,
+      });
+      assert.equal(whole.object, "chat.completion");
+      const text = whole.choices[0].message.content ?? "";
+      assert.ok(text.length > 0);
+      assert.ok(whole.usage!.completion_tokens > 0 && whole.usage!.completion_tokens <= 16);
+      assert.equal(
+        whole.usage!.total_tokens,
+        whole.usage!.prompt_tokens + whole.usage!.completion_tokens,
+      );
+      const stream = await client.chat.completions.create({
+        model: "smollm2",
+        messages,
+        temperature: 0,
+        max_tokens: 16,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let streamed = "";
+      let finish: string | null = null;
+      let usage;
+      for await (const chunk of stream) {
+        assert.equal(chunk.object, "chat.completion.chunk");
+        if (chunk.usage) usage = chunk.usage;
+        const c = chunk.choices[0];
+        if (c === undefined) continue;
+        streamed += c.delta.content ?? "";
+        finish = c.finish_reason ?? finish;
+      }
+      assert.equal(streamed, text);
+      assert.equal(finish, whole.choices[0].finish_reason);
+      assert.deepEqual(usage, whole.usage);
+
+      // /v1/completions, whole and streamed, agree too.
+      const c1 = await client.completions.create({
+        model: "smollm2",
+        prompt: "The three primary colors are",
+        temperature: 0,
+        max_tokens: 8,
+      });
+      const s = await client.completions.create({
+        model: "smollm2",
+        prompt: "The three primary colors are",
+        temperature: 0,
+        max_tokens: 8,
+        stream: true,
+      });
+      let t2 = "";
+      for await (const chunk of s) t2 += chunk.choices[0]?.text ?? "";
+      assert.equal(t2, c1.choices[0].text);
+      console.log(`chat: ${JSON.stringify(text)}; completion: ${JSON.stringify(t2)}`);
+    });
+  },
+});
+
+Deno.test({
+  name: "serve: bad requests get 400/401/404/405/413/415 with a JSON error; the server stays up",
+  ignore: !present,
+  async fn() {
+    await withServer({ apiKey: "sesame", contextLength: 128 }, async (server) => {
+      const u = server.url;
+      const auth = { authorization: "Bearer sesame" };
+      const health = await fetch(`${u}/health`); // no key needed
+      assert.equal((await health.json()).status, "ok");
+      await expectError(await post(`${u}/v1/chat/completions`, { messages }), 401);
+      await expectError(
+        await post(`${u}/v1/chat/completions`, { messages }, { authorization: "Bearer wrong" }),
+        401,
+      );
+      const models = await fetch(`${u}/v1/models`, { headers: auth });
+      const list = await models.json();
+      assert.equal(list.object, "list");
+      assert.equal(list.data.length, 1);
+      assert.equal(typeof list.data[0].id, "string");
+      const chat = `${u}/v1/chat/completions`;
+      await expectError(await post(chat, "{not json", auth), 400);
+      await expectError(await post(chat, new Uint8Array([0x7b, 0xff, 0x7d]), auth), 400);
+      await expectError(await post(chat, { messages, n: 2 }, auth), 400, "n");
+      await expectError(await post(chat, { messages, max_tokens: 200 }, auth), 400, "max_tokens");
+      await expectError(await post(chat, { messages, max_tokens: 120 }, auth), 400, "max_tokens");
+      await expectError(await post(chat, { messages, temperature: 3 }, auth), 400, "temperature");
+      await expectError(await post(chat, { messages, logprobs: true }, auth), 400, "logprobs");
+      await expectError(await post(chat, { messages, bogus: 1 }, auth), 400, "bogus");
+      await expectError(
+        await post(chat, { messages: [{ role: "user", content: "word ".repeat(400) }] }, auth),
+        400,
+      );
+      await expectError(
+        await post(chat, { messages: [{ role: "user", content: "x".repeat(2 << 20) }] }, auth),
+        413,
+      );
+      await expectError(
+        await fetch(chat, { method: "POST", headers: auth, body: JSON.stringify({ messages }) }),
+        415,
+      );
+      await expectError(await fetch(chat, { headers: auth }), 405);
+      await expectError(await fetch(`${u}/nope`, { headers: auth }), 404);
+
+      const tok = await post(`${u}/tokenize`, { content: "Hello, world! é" }, auth);
+      const { tokens } = await tok.json();
+      assert.ok(Array.isArray(tokens) && tokens.length > 0);
+      const detok = await post(`${u}/detokenize`, { tokens }, auth);
+      assert.equal((await detok.json()).content, "Hello, world! é");
+      await expectError(await post(`${u}/detokenize`, { tokens: [1e9] }, auth), 400, "tokens");
+
+      const ok = await post(chat, { messages, max_tokens: 4, temperature: 0 }, auth);
+      assert.equal(ok.status, 200);
+      assert.equal((await ok.json()).choices[0].message.role, "assistant");
+    });
+  },
+});
+
+/** Reads a chat SSE stream to the end; aborts after `abortAfter` content chunks if given. */
+async function readStream(
+  url: string,
+  body: unknown,
+  abortAfter?: number,
+): Promise<{ text: string; done: boolean }> {
+  const abort = new AbortController();
+  const r = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: abort.signal,
+  });
+  assert.equal(r.status, 200);
+  const reader = r.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let text = "";
+  let chunks = 0;
+  try {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) return { text, done: false };
+      buffer += value;
+      let i;
+      while ((i = buffer.indexOf("\n\n")) >= 0) {
+        const event = buffer.slice(0, i);
+        buffer = buffer.slice(i + 2);
+        assert.ok(event.startsWith("data: "), event);
+        const data = event.slice(6);
+        if (data === "[DONE]") return { text, done: true };
+        const chunk = JSON.parse(data);
+        assert.equal(chunk.error, undefined, data);
+        const piece = chunk.choices[0].delta.content;
+        if (piece) {
+          text += piece;
+          chunks++;
+          if (abortAfter !== undefined && chunks >= abortAfter) {
+            abort.abort();
+            await reader.cancel().catch(() => {});
+            return { text, done: false };
+          }
+        }
+      }
+    }
+  } catch (error) {
+    if (abortAfter !== undefined) return { text, done: false };
+    throw error;
+  }
+}
+
+Deno.test({
+  name: "serve: 8 concurrent streams on 2 instances, half cut off midway; survivors unaffected",
+  ignore: !present,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withServer({ parallel: 2 }, async (server) => {
+      const prompts = ["Tell me a story about a cat.", "List three fruits."];
+      const request = (p: string) => ({
+        messages: [{ role: "user", content: p }],
+        temperature: 0,
+        max_tokens: 16,
+        seed: 1,
+        stream: true,
+      });
+      const solo: string[] = [];
+      for (const p of prompts) {
+        const r = await readStream(server.url, request(p));
+        assert.ok(r.done);
+        solo.push(r.text);
+      }
+      const runs = await Promise.all(
+        Array.from(
+          { length: 8 },
+          (_, i) => readStream(server.url, request(prompts[i % 2]), i % 4 >= 2 ? 2 : undefined),
+        ),
+      );
+      for (let i = 0; i < 8; i++) {
+        if (i % 4 >= 2) continue;
+        assert.ok(runs[i].done, `stream ${i} finished`);
+        assert.equal(runs[i].text, solo[i % 2], `stream ${i} equals its solo run`);
+      }
+      // The aborted streams gave their instances back.
+      let h;
+      for (let t = 0; t < 50; t++) {
+        h = await (await fetch(`${server.url}/health`)).json();
+        if (h.slots_idle === 2) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.deepEqual(h, { status: "ok", slots_idle: 2, slots_total: 2, queued: 0 });
+      const again = await readStream(server.url, request(prompts[0]));
+      assert.equal(again.text, solo[0]);
+    });
+  },
+});
+
+Deno.test({
+  name: "serve: a client that leaves frees its slot, queued or running (non-streamed)",
+  ignore: !present,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withServer({ parallel: 1, contextLength: 1024 }, async (server) => {
+      // End-of-generation tokens banned: only the disconnect can end it early.
+      const long = {
+        messages,
+        temperature: 0,
+        max_tokens: 900,
+        logit_bias: { "0": -100, "2": -100, "4": -100 },
+      };
+      const running = new AbortController();
+      const queued = new AbortController();
+      const a = fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(long),
+        signal: running.signal,
+      }).catch((e) => e);
+      await new Promise((r) => setTimeout(r, 150));
+      const b = fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(long),
+        signal: queued.signal,
+      }).catch((e) => e);
+      let h;
+      for (let t = 0; t < 100; t++) {
+        h = await (await fetch(`${server.url}/health`)).json();
+        if (h.queued === 1) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(h.queued, 1, "the second request waits");
+      queued.abort();
+      running.abort();
+      await Promise.all([a, b]);
+      const start = performance.now();
+      for (let t = 0; t < 200; t++) {
+        h = await (await fetch(`${server.url}/health`)).json();
+        if (h.slots_idle === 1 && h.queued === 0) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.deepEqual(h, { status: "ok", slots_idle: 1, slots_total: 1, queued: 0 });
+      const ok = await post(`${server.url}/v1/chat/completions`, { ...long, max_tokens: 4 });
+      assert.equal(ok.status, 200);
+      await ok.body?.cancel();
+      assert.ok(performance.now() - start < 5000, "freed without running 900 tokens");
+    });
+  },
+});
+
+Deno.test({
+  name: "./cflow serve listens on 127.0.0.1 with scoped permissions and stops on SIGTERM",
+  ignore: !present,
+  async fn() {
+    const child = new Deno.Command(`${ROOT}cflow`, {
+      args: ["serve", "--port", "0", "--ctx", "256", "--json"],
+      env: {
+        CFLOW_KERNELS: "",
+        CFLOW_THREADS: "",
+        CFLOW_KERNEL_VARIANT: "",
+        CFLOW_CPU_DISABLE: "",
+      },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let line = "";
+    while (!line.includes("\n")) {
+      const r = await reader.read();
+      if (r.done) break;
+      line += r.value;
+    }
+    try {
+      const { url } = JSON.parse(line);
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+      const r = await fetch(`${url}/health`);
+      assert.equal((await r.json()).status, "ok");
+    } finally {
+      child.kill("SIGTERM");
+      await reader.cancel().catch(() => {});
+      const status = await child.status;
+      await child.stderr.cancel().catch(() => {});
+      assert.equal(status.code, 0);
+    }
+  },
+});

@@ -1,0 +1,435 @@
+/**
+ * Validation of the OpenAI request bodies: every field is type-checked and
+ * bounded, unknown fields are refused, and the result is a plain typed object.
+ *
+ * @module
+ */
+
+import { ApiError } from "./api_error.ts";
+
+/**
+ * Bounds on what a request may ask for.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
+ * const l: RequestLimits = { ...DEFAULT_LIMITS, maxMessages: 16 };
+ * console.log(l.maxMessages);
+ * ```
+ */
+export interface RequestLimits {
+  /** Largest request body in bytes. */
+  maxBodyBytes: number;
+  /** Most chat messages. */
+  maxMessages: number;
+  /** Longest message content or prompt, in UTF-16 code units. */
+  maxTextLength: number;
+  /** Most stop strings. */
+  maxStop: number;
+  /** Longest stop string. */
+  maxStopLength: number;
+  /** Most logit_bias entries. */
+  maxLogitBias: number;
+  /** Most token ids in a /detokenize request. */
+  maxTokens: number;
+}
+
+/**
+ * The default {@link RequestLimits}: 1 MiB bodies, 256 messages, 4 stop strings.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_LIMITS } from "./validate_request.ts";
+ * console.log(DEFAULT_LIMITS.maxBodyBytes); // 1048576
+ * ```
+ */
+export const DEFAULT_LIMITS: Readonly<RequestLimits> = Object.freeze({
+  maxBodyBytes: 1 << 20,
+  maxMessages: 256,
+  maxTextLength: 1 << 20,
+  maxStop: 4,
+  maxStopLength: 256,
+  maxLogitBias: 300,
+  maxTokens: 1 << 17,
+});
+
+/**
+ * Sampling and stopping settings common to both completion endpoints.
+ *
+ * @example
+ * ```ts
+ * import type { SamplingRequest } from "./validate_request.ts";
+ * const s: Partial<SamplingRequest> = { temperature: 0 };
+ * console.log(s.temperature);
+ * ```
+ */
+export interface SamplingRequest {
+  /** Tokens to generate at most; undefined: up to the end of the context. */
+  maxTokens?: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  minP: number;
+  seed?: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  repetitionPenalty: number;
+  logitBias?: Record<string, number>;
+  stop: string[];
+  stream: boolean;
+  /** stream_options.include_usage: a last chunk with the usage. */
+  includeUsage: boolean;
+}
+
+/**
+ * A validated /v1/chat/completions request.
+ *
+ * @example
+ * ```ts
+ * import type { ChatRequest } from "./validate_request.ts";
+ * function turns(r: ChatRequest): number {
+ *   return r.messages.length;
+ * }
+ * ```
+ */
+export interface ChatRequest extends SamplingRequest {
+  messages: { role: "system" | "user" | "assistant"; content: string }[];
+}
+
+/**
+ * A validated /v1/completions request.
+ *
+ * @example
+ * ```ts
+ * import type { CompletionRequest } from "./validate_request.ts";
+ * function size(r: CompletionRequest): number {
+ *   return r.prompt.length;
+ * }
+ * ```
+ */
+export interface CompletionRequest extends SamplingRequest {
+  prompt: string;
+}
+
+type Obj = Record<string, unknown>;
+
+function bad(message: string, param: string | null, code = "invalid_value"): ApiError {
+  return new ApiError(400, message, { param, code });
+}
+
+function kind(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  return `a ${typeof v}`;
+}
+
+function object(v: unknown, param: string | null): Obj {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw bad(`${param ?? "the request body"} must be a JSON object, got ${kind(v)}`, param);
+  }
+  return v as Obj;
+}
+
+function onlyKeys(o: Obj, allowed: ReadonlySet<string>, prefix = ""): void {
+  for (const k of Object.keys(o)) {
+    if (!allowed.has(k)) {
+      throw bad(`unknown or unsupported field '${prefix}${k}'`, `${prefix}${k}`, "unknown_field");
+    }
+  }
+}
+
+/** A number field in [lo, hi] (lo excluded when `openLo`), or `fallback` when absent/null. */
+function number(
+  o: Obj,
+  key: string,
+  lo: number,
+  hi: number,
+  fallback: number,
+  openLo = false,
+): number {
+  const v = o[key];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== "number" || !Number.isFinite(v)) {
+    throw bad(`${key} must be a number, got ${kind(v)}`, key, "invalid_type");
+  }
+  if (v > hi || (openLo ? v <= lo : v < lo)) {
+    throw bad(`${key} ${v} is not in ${openLo ? "(" : "["}${lo}, ${hi}]`, key);
+  }
+  return v;
+}
+
+function integer(o: Obj, key: string, lo: number, hi: number): number | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isSafeInteger(v)) {
+    throw bad(
+      `${key} must be an integer, got ${typeof v === "number" ? v : kind(v)}`,
+      key,
+      "invalid_type",
+    );
+  }
+  if (v < lo || v > hi) throw bad(`${key} ${v} is not in [${lo}, ${hi}]`, key);
+  return v;
+}
+
+function boolean(o: Obj, key: string): boolean {
+  const v = o[key];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== "boolean") {
+    throw bad(`${key} must be a boolean, got ${kind(v)}`, key, "invalid_type");
+  }
+  return v;
+}
+
+function text(v: unknown, param: string, max: number): string {
+  if (typeof v !== "string") {
+    throw bad(`${param} must be a string, got ${kind(v)}`, param, "invalid_type");
+  }
+  if (v.length > max) throw bad(`${param} is longer than ${max} characters`, param);
+  return v;
+}
+
+const SAMPLING_KEYS = [
+  "model",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "temperature",
+  "top_p",
+  "top_k",
+  "min_p",
+  "seed",
+  "presence_penalty",
+  "frequency_penalty",
+  "repeat_penalty",
+  "logit_bias",
+  "stop",
+  "n",
+  "user",
+  "logprobs",
+  "top_logprobs",
+];
+
+function sampling(
+  o: Obj,
+  limits: RequestLimits,
+  vocab: number,
+  contextLength: number,
+): SamplingRequest {
+  if (o.model !== undefined && o.model !== null) text(o.model, "model", 256);
+  if (o.user !== undefined && o.user !== null) text(o.user, "user", 256);
+  const n = integer(o, "n", 1, 1 << 20);
+  if (n !== undefined && n !== 1) throw bad(`n must be 1, got ${n}`, "n");
+  for (const key of ["logprobs", "top_logprobs"]) {
+    const v = o[key];
+    if (v !== undefined && v !== null && v !== false && v !== 0) {
+      throw bad(`${key} is not supported`, key, "unsupported_field");
+    }
+  }
+  const maxTokens = integer(o, "max_tokens", 1, contextLength) ??
+    integer(o, "max_completion_tokens", 1, contextLength);
+  const seed = integer(o, "seed", 0, 0xffffffff);
+  const stream = boolean(o, "stream");
+  let includeUsage = false;
+  if (o.stream_options !== undefined && o.stream_options !== null) {
+    if (!stream) throw bad("stream_options needs stream: true", "stream_options");
+    const so = object(o.stream_options, "stream_options");
+    onlyKeys(so, new Set(["include_usage"]), "stream_options.");
+    includeUsage = boolean(so, "include_usage");
+  }
+  let stop: string[] = [];
+  if (o.stop !== undefined && o.stop !== null) {
+    const list = typeof o.stop === "string" ? [o.stop] : o.stop;
+    if (!Array.isArray(list)) {
+      throw bad(`stop must be a string or an array of strings`, "stop", "invalid_type");
+    }
+    if (list.length > limits.maxStop) {
+      throw bad(`stop has more than ${limits.maxStop} strings`, "stop");
+    }
+    stop = list.map((s) => text(s, "stop", limits.maxStopLength));
+    if (stop.some((s) => s === "")) throw bad("stop strings must not be empty", "stop");
+  }
+  let logitBias: Record<string, number> | undefined;
+  if (o.logit_bias !== undefined && o.logit_bias !== null) {
+    const lb = object(o.logit_bias, "logit_bias");
+    const keys = Object.keys(lb);
+    if (keys.length > limits.maxLogitBias) {
+      throw bad(`logit_bias has more than ${limits.maxLogitBias} entries`, "logit_bias");
+    }
+    logitBias = {};
+    for (const k of keys) {
+      if (!/^(0|[1-9][0-9]{0,8})$/.test(k) || Number(k) >= vocab) {
+        throw bad(
+          `logit_bias key '${k.slice(0, 32)}' is not a token id below ${vocab}`,
+          "logit_bias",
+        );
+      }
+      logitBias[k] = number(lb, k, -100, 100, 0);
+    }
+  }
+  return {
+    maxTokens,
+    temperature: number(o, "temperature", 0, 2, 1),
+    topP: number(o, "top_p", 0, 1, 1, true),
+    topK: integer(o, "top_k", 0, vocab) ?? 0,
+    minP: number(o, "min_p", 0, 1, 0),
+    seed,
+    presencePenalty: number(o, "presence_penalty", -2, 2, 0),
+    frequencyPenalty: number(o, "frequency_penalty", -2, 2, 0),
+    repetitionPenalty: number(o, "repeat_penalty", 0, 10, 1, true),
+    logitBias,
+    stop,
+    stream,
+    includeUsage,
+  };
+}
+
+const CHAT_KEYS: ReadonlySet<string> = new Set([
+  ...SAMPLING_KEYS,
+  "messages",
+  "max_completion_tokens",
+]);
+const COMPLETION_KEYS: ReadonlySet<string> = new Set([...SAMPLING_KEYS, "prompt"]);
+const ROLES: ReadonlySet<string> = new Set(["system", "user", "assistant"]);
+
+/**
+ * Validates a /v1/chat/completions body.
+ *
+ * @throws {ApiError} 400 naming the first field that is unknown, ill-typed or out of range.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_LIMITS, validateChatRequest } from "./validate_request.ts";
+ * const r = validateChatRequest({ messages: [{ role: "user", content: "Hi" }] }, DEFAULT_LIMITS, 100, 64);
+ * console.log(r.messages.length, r.temperature); // 1 1
+ * ```
+ */
+export function validateChatRequest(
+  body: unknown,
+  limits: RequestLimits,
+  vocab: number,
+  contextLength: number,
+): ChatRequest {
+  const o = object(body, null);
+  onlyKeys(o, CHAT_KEYS);
+  if (o.max_tokens !== undefined && o.max_completion_tokens !== undefined) {
+    throw bad("give max_tokens or max_completion_tokens, not both", "max_tokens");
+  }
+  const s = sampling(o, limits, vocab, contextLength);
+  if (!Array.isArray(o.messages)) {
+    throw bad(`messages must be an array, got ${kind(o.messages)}`, "messages", "invalid_type");
+  }
+  if (o.messages.length === 0) throw bad("messages must not be empty", "messages");
+  if (o.messages.length > limits.maxMessages) {
+    throw bad(`messages has more than ${limits.maxMessages} entries`, "messages");
+  }
+  let total = 0;
+  const messages = o.messages.map((m: unknown, i: number) => {
+    const p = `messages[${i}]`;
+    const mo = object(m, p);
+    onlyKeys(mo, new Set(["role", "content", "name"]), `${p}.`);
+    const role = text(mo.role, `${p}.role`, 16);
+    if (!ROLES.has(role)) throw bad(`${p}.role must be system, user or assistant`, `${p}.role`);
+    if (mo.name !== undefined) text(mo.name, `${p}.name`, 64);
+    let content: string;
+    if (Array.isArray(mo.content)) {
+      // OpenAI's content parts: text parts only.
+      if (mo.content.length > limits.maxMessages) {
+        throw bad(`${p}.content has too many parts`, `${p}.content`);
+      }
+      content = mo.content.map((part: unknown, j: number) => {
+        const q = `${p}.content[${j}]`;
+        const po = object(part, q);
+        onlyKeys(po, new Set(["type", "text"]), `${q}.`);
+        if (po.type !== "text") {
+          throw bad(`${q}.type must be "text"`, `${q}.type`, "unsupported_field");
+        }
+        return text(po.text, `${q}.text`, limits.maxTextLength);
+      }).join("");
+    } else {
+      content = text(mo.content, `${p}.content`, limits.maxTextLength);
+    }
+    total += content.length;
+    if (total > limits.maxTextLength) {
+      throw bad(`the messages are longer than ${limits.maxTextLength} characters`, "messages");
+    }
+    return { role: role as "system" | "user" | "assistant", content };
+  });
+  return { ...s, messages };
+}
+
+/**
+ * Validates a /v1/completions body (`prompt` is one string).
+ *
+ * @throws {ApiError} 400 naming the first field that is unknown, ill-typed or out of range.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_LIMITS, validateCompletionRequest } from "./validate_request.ts";
+ * const r = validateCompletionRequest({ prompt: "Once", max_tokens: 8 }, DEFAULT_LIMITS, 100, 64);
+ * console.log(r.prompt, r.maxTokens); // Once 8
+ * ```
+ */
+export function validateCompletionRequest(
+  body: unknown,
+  limits: RequestLimits,
+  vocab: number,
+  contextLength: number,
+): CompletionRequest {
+  const o = object(body, null);
+  onlyKeys(o, COMPLETION_KEYS);
+  const s = sampling(o, limits, vocab, contextLength);
+  const prompt = text(o.prompt, "prompt", limits.maxTextLength);
+  return { ...s, prompt };
+}
+
+/**
+ * Validates a /tokenize body: `{ content: string, add_special?: boolean }`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_LIMITS, validateTokenizeRequest } from "./validate_request.ts";
+ * console.log(validateTokenizeRequest({ content: "hi" }, DEFAULT_LIMITS).content); // hi
+ * ```
+ */
+export function validateTokenizeRequest(
+  body: unknown,
+  limits: RequestLimits,
+): { content: string; addSpecial: boolean } {
+  const o = object(body, null);
+  onlyKeys(o, new Set(["content", "add_special"]));
+  return {
+    content: text(o.content, "content", limits.maxTextLength),
+    addSpecial: boolean(o, "add_special"),
+  };
+}
+
+/**
+ * Validates a /detokenize body: `{ tokens: number[] }`, every id below `vocab`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_LIMITS, validateDetokenizeRequest } from "./validate_request.ts";
+ * console.log(validateDetokenizeRequest({ tokens: [1, 2] }, DEFAULT_LIMITS, 10)); // [ 1, 2 ]
+ * ```
+ */
+export function validateDetokenizeRequest(
+  body: unknown,
+  limits: RequestLimits,
+  vocab: number,
+): number[] {
+  const o = object(body, null);
+  onlyKeys(o, new Set(["tokens"]));
+  if (!Array.isArray(o.tokens)) {
+    throw bad(`tokens must be an array, got ${kind(o.tokens)}`, "tokens", "invalid_type");
+  }
+  if (o.tokens.length > limits.maxTokens) {
+    throw bad(`tokens has more than ${limits.maxTokens} ids`, "tokens");
+  }
+  return o.tokens.map((t: unknown) => {
+    if (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocab) {
+      throw bad(`tokens must be integers in [0, ${vocab})`, "tokens");
+    }
+    return t;
+  });
+}
