@@ -1,25 +1,39 @@
 /**
  * cflow: CPU-first LLM inference on Deno with Zig kernels.
  *
- * This release holds the foundation: the kernel library (per-ISA SIMD
- * kernels chosen at run time, a worker pool, file mapping) and its typed
- * bindings, plus the TypeScript reference kernels. Model loading and
- * generation are not implemented yet.
+ * Load a model (a `.cflow`/`.vflow` file, a GGUF file or a Hugging Face folder, converted
+ * once into a cache) and stream tokens from it:
  *
  * ```ts ignore
- * import { openKernels } from "@cflow/run";
+ * import { loadModel } from "@cflow/run";
  *
- * const kernels = openKernels({ threads: 2 });
- * console.log(kernels.variant); // e.g. "avx512vnni"
- * const q = kernels.quantizeQ8_0(new Float32Array(64).fill(1));
+ * using model = await loadModel("cache/models/smollm2-135m-instruct.Q4_1.gguf");
+ * const stop = new AbortController();
+ * for await (const t of model.generate("The three primary colors are", {
+ *   maxTokens: 48,
+ *   temperature: 0,
+ *   signal: stop.signal,
+ * })) {
+ *   console.log(t.text);
+ * }
  * ```
  *
- * Permissions: `--allow-ffi=<path of libcflow_kernels.so>` and read access
- * to it; unscoped `--allow-ffi` only for zero-copy views of mapped files.
+ * The kernel library and its typed bindings are exported too (`openKernels`, mappings and
+ * aligned buffers), as are the converter and the inspector.
+ *
+ * Permissions: `--allow-ffi=<path of libcflow_kernels.so>`, read access to it and to the model,
+ * write access to the conversion cache when a GGUF or HF folder is converted; unscoped
+ * `--allow-ffi` only for zero-copy views of mapped files.
  *
  * @module
  */
 
+export { loadModel, Model } from "./api/mod.ts";
+export type { LoadModelOptions, ModelGenerateOptions, Token } from "./api/mod.ts";
+export type { GenerationStats } from "./runtime/generate.ts";
+export type { ChatMessage } from "./chat/mod.ts";
+export type { ModelConfig, RopeScaling, TransformerOptions } from "./model/mod.ts";
+export { convertFile } from "./convert/mod.ts";
 export {
   AlignedBuffer,
   allocAligned,

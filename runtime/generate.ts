@@ -63,6 +63,10 @@ export interface GeneratedToken {
   id: number;
   /** Text this token completes (may be "" while a UTF-8 sequence is incomplete). */
   text: string;
+  /** Natural-log probability of the token under the model (with `logprobs`). */
+  logprob?: number;
+  /** The most likely tokens at this step, best first (with `logprobs` > 0). */
+  top?: { id: number; logprob: number }[];
 }
 
 /**
@@ -108,6 +112,12 @@ export interface GenerateOptions {
   /** Cancels generation between tokens. */
   signal?: AbortSignal;
   /**
+   * Report each token's log-probability under the model's own distribution
+   * (the logits before sampling settings), and this many most likely
+   * alternatives (0-20). Off when absent.
+   */
+  logprobs?: number;
+  /**
    * Keep generating after an end-of-generation token (it is yielded like any other token), so
    * exactly `maxTokens` tokens come out unless a stop string, the context or the signal ends
    * generation first: llama-bench's tg128 convention, for benchmarks. Default false.
@@ -124,6 +134,40 @@ class Utf8Stream {
   flush(): string {
     return this.#decoder.decode();
   }
+}
+
+const MAX_TOP_LOGPROBS = 20;
+
+/** log softmax of `logits` at `id`, and the `top` most likely tokens. */
+function logprobsOf(
+  logits: Float32Array,
+  id: number,
+  top: number,
+): { logprob: number; top?: { id: number; logprob: number }[] } {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
+  const norm = max + Math.log(sum);
+  if (top === 0) return { logprob: logits[id] - norm };
+  // Keep the `top` best in a small sorted list (top <= 20).
+  const best: number[] = [];
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i];
+    if (best.length === top && v <= logits[best[top - 1]]) continue;
+    // The slot to fill: a new one, or the last (dropping the worst); then
+    // shift worse entries down until v is in order (ties keep the lower id first).
+    let j = best.length < top ? best.length : top - 1;
+    while (j > 0 && logits[best[j - 1]] < v) {
+      best[j] = best[j - 1];
+      j--;
+    }
+    best[j] = i;
+  }
+  return {
+    logprob: logits[id] - norm,
+    top: best.map((t) => ({ id: t, logprob: logits[t] - norm })),
+  };
 }
 
 /**
@@ -148,6 +192,13 @@ export async function* generate(
   if (!Number.isSafeInteger(options.maxTokens) || options.maxTokens < 0) {
     throw new RangeError(`generate: maxTokens ${options.maxTokens} is not an integer >= 0`);
   }
+  const wantLogprobs = options.logprobs;
+  if (
+    wantLogprobs !== undefined &&
+    (!Number.isInteger(wantLogprobs) || wantLogprobs < 0 || wantLogprobs > MAX_TOP_LOGPROBS)
+  ) {
+    throw new RangeError(`generate: logprobs ${wantLogprobs} is not an integer in [0, 20]`);
+  }
   if (prompt.length > model.contextLength) {
     throw new RangeError(
       `generate: the prompt has ${prompt.length} tokens, more than the context of ${model.contextLength}`,
@@ -171,6 +222,7 @@ export async function* generate(
       break;
     }
     const id = sampler.sample(logits);
+    const probs = wantLogprobs === undefined ? undefined : logprobsOf(logits, id, wantLogprobs);
     sampler.accept(id);
     generated++;
     lastAt = performance.now();
@@ -180,7 +232,7 @@ export async function* generate(
       break;
     }
     const { emit, stopped } = stops.push(utf8.push(tokenizer.tokenBytes(id)));
-    yield { id, text: emit };
+    yield probs === undefined ? { id, text: emit } : { id, text: emit, ...probs };
     if (stopped) {
       reason = "stop_string";
       break;

@@ -1,0 +1,18 @@
+/**
+ * The library API for scripts and notebooks: {@link loadModel} and the {@link Model} it
+ * returns (generate, chat, tokenize, detokenize, logits).
+ *
+ * ```ts ignore
+ * import { loadModel } from "@cflow/run";
+ *
+ * using model = await loadModel("cache/models/smollm2-135m-instruct.Q4_1.gguf");
+ * for await (const t of model.chat([{ role: "user", content: "Hi!" }], { maxTokens: 32 })) {
+ *   console.log(t.text);
+ * }
+ * ```
+ *
+ * @module
+ */
+
+export { loadModel, Model } from "./model.ts";
+export type { LoadModelOptions, ModelGenerateOptions, Token } from "./model.ts";

@@ -1,0 +1,270 @@
+/**
+ * The library API: load a model (a `.cflow`/`.vflow` file, a GGUF file or a Hugging Face
+ * folder, converted once into a cache) and generate from it in scripts and notebooks.
+ *
+ * @module
+ */
+
+import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
+import type { TargetQuant } from "../convert/mod.ts";
+import { openKernels } from "../ffi/mod.ts";
+import type { ModelConfig, Transformer, TransformerOptions } from "../model/mod.ts";
+import {
+  generate as generateTokens,
+  type GeneratedToken,
+  type GenerationStats,
+} from "../runtime/generate.ts";
+import { resolveModel } from "../runtime/model_store.ts";
+import { openModel } from "../runtime/open_model.ts";
+import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
+import type { Tokenizer } from "../tokenizer/mod.ts";
+
+/**
+ * Options of {@link loadModel}.
+ *
+ * @example
+ * ```ts
+ * import type { LoadModelOptions } from "./model.ts";
+ * const o: LoadModelOptions = { contextLength: 2048, threads: 2 };
+ * ```
+ */
+export interface LoadModelOptions extends TransformerOptions {
+  /** Weight type a GGUF or Hugging Face checkpoint is converted to (default q4_0). */
+  quant?: TargetQuant;
+  /** Folder of converted models (default `CFLOW_CACHE`, else the user cache). */
+  cache?: string;
+  /** Worker threads (default: one per physical core). */
+  threads?: number;
+}
+
+/**
+ * Options of {@link Model.generate} and {@link Model.chat}: sampling (greedy when
+ * `temperature` is 0), limits and cancellation.
+ *
+ * @example
+ * ```ts
+ * import type { ModelGenerateOptions } from "./model.ts";
+ * const o: ModelGenerateOptions = { maxTokens: 32, temperature: 0, logprobs: 3 };
+ * ```
+ */
+export interface ModelGenerateOptions extends SamplerOptions {
+  /** Most tokens to generate (default 128). */
+  maxTokens?: number;
+  /** Strings that end generation (not emitted). */
+  stop?: readonly string[];
+  /** Cancels generation between tokens. */
+  signal?: AbortSignal;
+  /** Each token's log-probability and this many alternatives (0-20). */
+  logprobs?: number;
+}
+
+/**
+ * One generated token: its id, the text it completes, and its log-probability and most
+ * likely alternatives when asked for.
+ *
+ * @example
+ * ```ts
+ * import type { Token } from "./model.ts";
+ * const t: Token = { id: 42, text: " the" };
+ * ```
+ */
+export interface Token {
+  /** Token id (-1 for text flushed at the end, such as a held-back stop-string prefix). */
+  id: number;
+  /** Text this token completes (may be "" while a UTF-8 sequence is incomplete). */
+  text: string;
+  /** Natural-log probability under the model (with `logprobs`). */
+  logprob?: number;
+  /** Most likely tokens at this step, best first (with `logprobs` > 0). */
+  top?: { id: number; text: string; logprob: number }[];
+}
+
+/**
+ * A loaded model and its tokenizer. One generation at a time (it holds one KV cache);
+ * `close()` (or `using`) frees it.
+ *
+ * @example
+ * ```ts ignore
+ * import { loadModel } from "@cflow/run";
+ * using model = await loadModel("smollm2.gguf");
+ * for await (const t of model.generate("The sky is", { maxTokens: 16, temperature: 0 })) {
+ *   console.log(t.text);
+ * }
+ * ```
+ */
+export class Model {
+  /** The file the model runs from (the converted `.cflow` for GGUF and HF inputs). */
+  readonly path: string;
+  readonly #model: Transformer;
+  readonly #tokenizer: Tokenizer;
+  #busy = false;
+
+  /** @internal Use {@link loadModel}. */
+  constructor(path: string, model: Transformer, tokenizer: Tokenizer) {
+    this.path = path;
+    this.#model = model;
+    this.#tokenizer = tokenizer;
+  }
+
+  /** The model's configuration (architecture, sizes, context). */
+  get config(): ModelConfig {
+    return this.#model.config;
+  }
+
+  /** Positions the KV cache holds. */
+  get contextLength(): number {
+    return this.#model.contextLength;
+  }
+
+  /** Token ids of `text` (with the model's BOS when it wants one, unless `addSpecial` is false). */
+  tokenize(text: string, options: { addSpecial?: boolean; parseSpecial?: boolean } = {}): number[] {
+    if (typeof text !== "string") throw new TypeError("tokenize: text must be a string");
+    return this.#tokenizer.encode(text, {
+      addSpecial: options.addSpecial ?? true,
+      parseSpecial: options.parseSpecial ?? false,
+    });
+  }
+
+  /** The text of token ids (special tokens left out). */
+  detokenize(ids: readonly number[]): string {
+    return this.#tokenizer.decode(ids);
+  }
+
+  /**
+   * The logits after every position of `tokens` (teacher forcing), one Float32Array of
+   * `config.vocab` values per token.
+   */
+  logits(tokens: readonly number[]): Float32Array[] {
+    this.#checkTokens(tokens);
+    return this.#exclusive(() => tokens.map((t, pos) => this.#model.forward(t, pos).slice()));
+  }
+
+  /**
+   * Generates from a prompt (text, tokenized with the model's BOS, or token ids), yielding
+   * tokens as they come; returns the statistics. Aborting `signal` ends it between tokens.
+   */
+  async *generate(
+    prompt: string | readonly number[],
+    options: ModelGenerateOptions = {},
+  ): AsyncGenerator<Token, GenerationStats> {
+    const ids = typeof prompt === "string" ? this.tokenize(prompt) : [...prompt];
+    return yield* this.#run(ids, options);
+  }
+
+  /**
+   * Generates the assistant's answer to `messages`, rendered with the model's own chat
+   * template (or `template`).
+   */
+  async *chat(
+    messages: readonly ChatMessage[],
+    options: ModelGenerateOptions & { template?: string } = {},
+  ): AsyncGenerator<Token, GenerationStats> {
+    const { template, ...rest } = options;
+    const tok = this.#tokenizer;
+    const choice = chatTemplateFrom({ "tokenizer.chat_template": tok.chatTemplate }, {
+      override: template,
+      model: this.path,
+    });
+    const text = renderChat(choice.template, messages, {
+      bosToken: tok.bosId !== undefined ? tok.tokenText(tok.bosId) : "",
+      eosToken: tok.eosId !== undefined ? tok.tokenText(tok.eosId) : "",
+      addGenerationPrompt: true,
+    });
+    const ids = tok.encode(text, { addSpecial: true, parseSpecial: true });
+    return yield* this.#run(ids, rest);
+  }
+
+  async *#run(
+    ids: number[],
+    options: ModelGenerateOptions,
+  ): AsyncGenerator<Token, GenerationStats> {
+    this.#checkTokens(ids);
+    const { maxTokens = 128, stop, signal, logprobs, ...sampling } = options;
+    if (this.#busy) throw new Error("Model: one generation at a time (this one is running)");
+    this.#busy = true;
+    try {
+      const sampler = new Sampler(this.#model.config.vocab, sampling);
+      const it = generateTokens(this.#model, this.#tokenizer, sampler, ids, {
+        maxTokens,
+        stop,
+        signal,
+        logprobs,
+      });
+      for (let r = await it.next();; r = await it.next()) {
+        if (r.done) return r.value;
+        yield this.#token(r.value);
+      }
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  #token(t: GeneratedToken): Token {
+    const out: Token = { id: t.id, text: t.text };
+    if (t.logprob !== undefined) out.logprob = t.logprob;
+    if (t.top !== undefined) {
+      out.top = t.top.map((a) => ({
+        id: a.id,
+        text: new TextDecoder().decode(this.#tokenizer.tokenBytes(a.id)),
+        logprob: a.logprob,
+      }));
+    }
+    return out;
+  }
+
+  #checkTokens(tokens: readonly number[]): void {
+    if (!Array.isArray(tokens) || tokens.length === 0) {
+      throw new RangeError("Model: at least one token is needed");
+    }
+    const vocab = this.#model.config.vocab;
+    for (const t of tokens) {
+      if (!Number.isInteger(t) || t < 0 || t >= vocab) {
+        throw new RangeError(`Model: token ${t} is not in [0, ${vocab})`);
+      }
+    }
+    if (tokens.length > this.#model.contextLength) {
+      throw new RangeError(
+        `Model: ${tokens.length} tokens exceed the context of ${this.#model.contextLength}`,
+      );
+    }
+  }
+
+  #exclusive<T>(fn: () => T): T {
+    if (this.#busy) throw new Error("Model: one generation at a time (this one is running)");
+    this.#busy = true;
+    try {
+      return fn();
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** Frees the model (its weights, workspace and mapping). */
+  close(): void {
+    this.#model.close();
+  }
+
+  /** Same as {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/**
+ * Loads a model: a `.cflow`/`.vflow` file as it is, a GGUF file or a Hugging Face folder
+ * converted once into the cache (later loads reuse the conversion).
+ *
+ * @example
+ * ```ts ignore
+ * import { loadModel } from "@cflow/run";
+ * using model = await loadModel("smollm2.gguf", { threads: 2 });
+ * console.log(model.detokenize(model.tokenize("Hello")));
+ * ```
+ */
+export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<Model> {
+  const { quant, cache, threads, ...modelOptions } = options;
+  openKernels(threads === undefined ? undefined : { threads });
+  const file = await resolveModel(path, { quant, cache });
+  const { model, tokenizer } = openModel(file, modelOptions);
+  return new Model(file, model, tokenizer);
+}
