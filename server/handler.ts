@@ -251,22 +251,32 @@ async function chatCompletions(state: ServerState, request: Request): Promise<Re
     {
       start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
       emit: (text) => sseData(chatChunk(h, { content: text })),
-      finish: (res, n) => {
-        const out = [sseData(chatChunk(h, {}, res.finishReason as FinishReason))];
-        if (r.includeUsage) {
-          out.push(
-            sseData({
-              ...h,
-              object: "chat.completion.chunk",
-              choices: [],
-              usage: usage(n, res.completionTokens),
-            }),
-          );
-        }
-        return out;
-      },
+      finish: (res, n) =>
+        finishChunks(
+          sseData(chatChunk(h, {}, res.finishReason as FinishReason)),
+          r.includeUsage ? { ...h, object: "chat.completion.chunk" } : undefined,
+          n,
+          res.completionTokens,
+        ),
     },
   );
+}
+
+/**
+ * The last chunks of a stream: the one carrying the finish reason, then (when the client asked
+ * for usage) a chunk with no choices and the token counts.
+ */
+function finishChunks(
+  last: Uint8Array,
+  usageHead: Record<string, unknown> | undefined,
+  promptTokens: number,
+  completionTokens: number,
+): Uint8Array[] {
+  if (usageHead === undefined) return [last];
+  return [
+    last,
+    sseData({ ...usageHead, choices: [], usage: usage(promptTokens, completionTokens) }),
+  ];
 }
 
 async function completions(state: ServerState, request: Request): Promise<Response> {
@@ -290,20 +300,13 @@ async function completions(state: ServerState, request: Request): Promise<Respon
     {
       start: [],
       emit: (text) => sseData(textCompletion(h, text, null)),
-      finish: (res, n) => {
-        const out = [sseData(textCompletion(h, "", res.finishReason))];
-        if (r.includeUsage) {
-          out.push(
-            sseData({
-              ...h,
-              object: "text_completion",
-              choices: [],
-              usage: usage(n, res.completionTokens),
-            }),
-          );
-        }
-        return out;
-      },
+      finish: (res, n) =>
+        finishChunks(
+          sseData(textCompletion(h, "", res.finishReason)),
+          r.includeUsage ? { ...h, object: "text_completion" } : undefined,
+          n,
+          res.completionTokens,
+        ),
     },
   );
 }
