@@ -92,6 +92,11 @@ export abstract class MemoryRegion {
     return this.#buffer;
   }
 
+  /** What error messages call this region (a mapped file's path). */
+  protected get label(): string | undefined {
+    return undefined;
+  }
+
   /** Copies [offset, offset + length) into a new Uint8Array (or into `into`). */
   read(offset: number, length: number, into?: Uint8Array): Uint8Array {
     const fn = `${this.constructor.name}.read`;
@@ -103,7 +108,7 @@ export abstract class MemoryRegion {
       throw new RangeError(`${fn}: into holds ${dst.length} bytes, needs ${length}`);
     }
     const rc = openKernels().symbols.cf_copy(this.#handle, BigInt(offset), dst, BigInt(length));
-    if (rc !== STATUS.OK) throw new KernelError("cf_copy", rc);
+    if (rc !== STATUS.OK) throw new KernelError("cf_copy", rc, this.label);
     return length === dst.length ? dst : dst.subarray(0, length);
   }
 
@@ -195,6 +200,11 @@ export class MappedFile extends MemoryRegion {
   constructor(path: string, handle: number, address: bigint, size: bigint) {
     super(handle, address, size);
     this.path = path;
+  }
+
+  /** The path, for error messages. */
+  protected override get label(): string {
+    return this.path;
   }
 }
 

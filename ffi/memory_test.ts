@@ -44,6 +44,28 @@ Deno.test("a mapped file shows its bytes without copying, takes hints, and close
   }
 });
 
+Deno.test("a mapped file truncated or rewritten by someone else is refused, not read", () => {
+  const dir = Deno.makeTempDirSync({ prefix: "cflow-map-changed-" });
+  try {
+    const path = `${dir}/model.bin`;
+    const data = new Uint8Array(5 * 4096).fill(7);
+    Deno.writeFileSync(path, data);
+    using file = mapFile(path);
+    assert.deepEqual(file.read(4 * 4096, 16), data.subarray(0, 16));
+    // Without the check, reading the last page of a truncated mapping raises
+    // SIGBUS and kills the process.
+    Deno.truncateSync(path, 4096);
+    const changed = (e: unknown) =>
+      e instanceof KernelError && e.status === STATUS.CHANGED && e.message.includes(path);
+    assert.throws(() => file.read(4 * 4096, 16), changed);
+    assert.throws(() => file.read(0, 16), changed, "any read, not only past the new end");
+    Deno.writeFileSync(path, data); // same size again, new contents and mtime
+    assert.throws(() => file.read(0, 16), changed);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
 Deno.test("an empty file maps to an empty view", () => {
   const path = Deno.makeTempFileSync({ prefix: "cflow-empty-" });
   try {

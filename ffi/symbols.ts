@@ -205,6 +205,8 @@ export const STATUS = {
   OVERFLOW: -11,
   LIMIT: -12,
   BUSY: -13,
+  /** A mapped file was truncated or rewritten since it was mapped. */
+  CHANGED: -14,
 } as const;
 
 /**

@@ -36,6 +36,8 @@ pub const Status = enum(i32) {
     limit = -12,
     /// The object is in use (a region a plan still reads, a plan already running).
     busy = -13,
+    /// A mapped file was truncated or rewritten since it was mapped.
+    changed = -14,
     _,
 
     pub fn code(s: Status) i32 {

@@ -45,6 +45,12 @@ const Region = struct {
     /// Plans holding raw pointers into this region; it cannot be released
     /// while any do.
     pins: u32 = 0,
+    /// A mapped file stays open, so that its size and modification time can
+    /// be compared with those it had when it was mapped (-1 otherwise).
+    fd: c.fd_t = -1,
+    file_size: i64 = 0,
+    mtime_sec: i64 = 0,
+    mtime_nsec: i64 = 0,
 };
 
 var regions: [max_regions]Region = [_]Region{.{}} ** max_regions;
@@ -94,7 +100,10 @@ pub fn mapFile(path: []const u8, out: *View) i32 {
 
     const fd = c.open(zpath, .{ .ACCMODE = .RDONLY, .CLOEXEC = true });
     if (fd < 0) return abi.ioStatus(errno());
-    defer _ = c.close(fd);
+    var keep_fd = false;
+    defer if (!keep_fd) {
+        _ = c.close(fd);
+    };
     var st: c.Stat = undefined;
     if (c.fstat(fd, &st) != 0) return abi.ioStatus(errno());
     if (!std.posix.S.ISREG(st.mode)) return abi.ioStatus(@intFromEnum(std.posix.E.INVAL));
@@ -116,9 +125,47 @@ pub fn mapFile(path: []const u8, out: *View) i32 {
         assert(base % page == 0);
     }
     const generation = nextGeneration(r);
-    r.* = .{ .kind = .map, .generation = generation, .base = base, .mapped_len = mapped_len, .ptr = base, .len = size };
+    const mtime = st.mtime();
+    r.* = .{
+        .kind = .map,
+        .generation = generation,
+        .base = base,
+        .mapped_len = mapped_len,
+        .ptr = base,
+        .len = size,
+        .fd = fd,
+        .file_size = st.size,
+        .mtime_sec = mtime.sec,
+        .mtime_nsec = mtime.nsec,
+    };
+    keep_fd = true;
     out.* = .{ .ptr = base, .len = size };
     return handleOf(index, generation);
+}
+
+/// True when the file behind a mapping no longer has the size and the
+/// modification time it had when it was mapped. A truncated file would
+/// raise SIGBUS on access to the pages past its new end; a rewritten one
+/// would show its new bytes through the pages not yet read. Callers check
+/// before they read, which narrows the window to one call: another process
+/// can still truncate the file while a call reads it (docs/SECURITY.md).
+fn fileChanged(r: *const Region) bool {
+    assert(r.kind == .map);
+    if (r.fd < 0) return false;
+    var st: c.Stat = undefined;
+    if (c.fstat(r.fd, &st) != 0) return true;
+    const mtime = st.mtime();
+    return st.size != r.file_size or mtime.sec != r.mtime_sec or mtime.nsec != r.mtime_nsec;
+}
+
+/// `ok` for a live allocation or an unchanged mapped file, `changed` for a
+/// mapped file that was truncated or rewritten, `handle` otherwise.
+pub fn checkFile(handle: i32) i32 {
+    lock.lock();
+    defer lock.unlock();
+    if (lookup(handle, .alloc) != null) return abi.Status.ok.code();
+    const r = lookup(handle, .map) orelse return abi.Status.handle.code();
+    return if (fileChanged(r)) abi.Status.changed.code() else abi.Status.ok.code();
 }
 
 /// Allocates `len` zeroed bytes aligned to `alignment` (a power of two,
@@ -163,6 +210,7 @@ pub fn release(handle: i32) i32 {
     if (r.mapped_len > 0) {
         if (c.munmap(@ptrFromInt(r.base), r.mapped_len) != 0) return abi.ioStatus(errno());
     }
+    if (r.fd >= 0) _ = c.close(r.fd);
     const generation = r.generation;
     r.* = .{ .generation = generation };
     return abi.Status.ok.code();
@@ -196,6 +244,7 @@ pub fn copyOut(handle: i32, offset: usize, dst: []u8) i32 {
     const end = std.math.add(usize, offset, dst.len) catch return abi.Status.overflow.code();
     if (end > r.len) return abi.Status.range.code();
     if (dst.len == 0) return abi.Status.ok.code();
+    if (r.kind == .map and fileChanged(r)) return abi.Status.changed.code();
     const src: [*]const u8 = @ptrFromInt(r.ptr);
     @memcpy(dst, src[offset..end]);
     return abi.Status.ok.code();
@@ -216,6 +265,10 @@ pub fn rangePtr(handle: i32, offset: usize, len: usize, err: *i32) ?[*]const u8 
     };
     if (end > r.len or len == 0) {
         err.* = abi.Status.range.code();
+        return null;
+    }
+    if (r.kind == .map and fileChanged(r)) {
+        err.* = abi.Status.changed.code();
         return null;
     }
     const base: [*]const u8 = @ptrFromInt(r.ptr);
@@ -307,6 +360,42 @@ test "map, advise and release a file; stale handles are refused" {
     try testing.expectEqual(abi.Status.handle.code(), advise(h, 0, 1, 3));
     try testing.expectEqual(abi.Status.handle.code(), release(0));
     try testing.expectEqual(abi.Status.handle.code(), release(-5));
+}
+
+test "a mapped file truncated or rewritten afterwards is refused, not read" {
+    var tmp = testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const data = "0123456789abcdef" ** 1024;
+    try tmp.dir.writeFile(.{ .sub_path = "m.bin", .data = data });
+    var path_buf: [std.fs.max_path_bytes]u8 = undefined;
+    const path = try tmp.dir.realpath("m.bin", &path_buf);
+    var v: View = undefined;
+    const h = mapFile(path, &v);
+    try testing.expect(h > 0);
+    defer _ = release(h);
+    var part: [4]u8 = undefined;
+    try testing.expectEqual(abi.Status.ok.code(), checkFile(h));
+    try testing.expectEqual(abi.Status.ok.code(), copyOut(h, data.len - 4, &part));
+
+    // Truncated by someone else: reading the last page would raise SIGBUS.
+    const f = try tmp.dir.openFile("m.bin", .{ .mode = .read_write });
+    defer f.close();
+    try f.setEndPos(100);
+    try testing.expectEqual(abi.Status.changed.code(), checkFile(h));
+    try testing.expectEqual(abi.Status.changed.code(), copyOut(h, data.len - 4, &part));
+    var err: i32 = 0;
+    try testing.expect(rangePtr(h, 0, 4, &err) == null);
+    try testing.expectEqual(abi.Status.changed.code(), err);
+    // Restoring the size is not enough: the modification time moved.
+    try f.setEndPos(data.len);
+    try testing.expectEqual(abi.Status.changed.code(), checkFile(h));
+    // A fresh mapping of the new file is fine.
+    var v2: View = undefined;
+    const h2 = mapFile(path, &v2);
+    try testing.expect(h2 > 0);
+    try testing.expectEqual(abi.Status.ok.code(), checkFile(h2));
+    try testing.expectEqual(@as(i32, 0), release(h2));
+    try testing.expectEqual(abi.Status.handle.code(), checkFile(h2));
 }
 
 test "mapping refuses what is not a regular file and reports errno" {

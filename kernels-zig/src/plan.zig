@@ -93,6 +93,9 @@ const Plan = struct {
     ws_len: usize = 0,
     ops: []u32 = &.{},
     runs: []Run = &.{},
+    /// The distinct regions among the runs, checked before every run so a
+    /// mapped file truncated or rewritten since it was mapped is refused.
+    regions: []i32 = &.{},
     max_tokens: u32 = 0,
     context: u32 = 0,
     vocab: u32 = 0,
@@ -110,7 +113,7 @@ pub const Env = struct {
     run: *const fn (job: pool_mod.Job) void,
 };
 
-const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite };
+const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed };
 
 pub fn statusOf(e: Error) i32 {
     return switch (e) {
@@ -124,6 +127,7 @@ pub fn statusOf(e: Error) i32 {
         error.Busy => Status.busy.code(),
         error.Limit => Status.limit.code(),
         error.Nonfinite => Status.nonfinite.code(),
+        error.Changed => Status.changed.code(),
     };
 }
 
@@ -386,6 +390,16 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
     where.* = .{ 0, 0 };
     const ops = gpa.dupe(u32, ops_in) catch return error.NoMemory;
     errdefer gpa.free(ops);
+    var n_regions: usize = 0;
+    const distinct = gpa.alloc(i32, n_runs) catch return error.NoMemory;
+    errdefer gpa.free(distinct);
+    for (runs) |*r| {
+        if (std.mem.indexOfScalar(i32, distinct[0..n_regions], r.handle) == null) {
+            distinct[n_regions] = r.handle;
+            n_regions += 1;
+        }
+    }
+    assert(n_regions <= n_runs);
 
     plans_lock.lock();
     defer plans_lock.unlock();
@@ -400,6 +414,7 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
             .ws_len = view.len,
             .ops = ops,
             .runs = runs,
+            .regions = distinct[0..n_regions],
             .max_tokens = max_tokens,
             .context = context,
             .vocab = vocab,
@@ -427,6 +442,7 @@ pub fn destroy(handle: i32) i32 {
     memory.unpin(p.ws_handle);
     std.heap.c_allocator.free(p.runs);
     std.heap.c_allocator.free(p.ops);
+    std.heap.c_allocator.free(p.regions.ptr[0..p.runs.len]);
     const generation = p.generation;
     p.* = .{ .generation = generation };
     return Status.ok.code();
@@ -450,6 +466,10 @@ pub fn run(env: Env, handle: i32, tokens: []const u32, pos: u32) i32 {
     if (@as(u64, pos) + tokens.len > p.context) return Status.range.code();
     if (p.vocab != 0) {
         for (tokens) |t| if (t >= p.vocab) return Status.range.code();
+    }
+    for (p.regions) |h| {
+        const status = memory.checkFile(h);
+        if (status != Status.ok.code()) return status;
     }
     const ex = Exec{ .env = env, .p = p, .tokens = tokens, .pos = pos };
     var i: usize = 0;
@@ -838,6 +858,7 @@ fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, 
     var r: Run = undefined;
     try checkRun(run_in, &r);
     defer memory.unpin(r.handle);
+    if (memory.checkFile(r.handle) == Status.changed.code()) return error.Changed;
     if (r.kind != .tiles_q4_0 and r.kind != .tiles_q8_0) return error.InvalidArg;
     if (dst_len != r.layout.packedBytes()) return error.Length;
     if (!memory.isAlloc(dst_handle)) return error.Handle;
