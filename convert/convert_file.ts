@@ -8,6 +8,7 @@
  * @module
  */
 
+import { KernelError, STATUS } from "../ffi/mod.ts";
 import { type Progress, type Sink, writeModel } from "../formats/cflow/writer.ts";
 import { buildModelWeights, type BuildOptions, type MatrixReport } from "./build_weights.ts";
 import { openGgufSource } from "./gguf_source.ts";
@@ -112,6 +113,57 @@ async function fingerprint(path: string): Promise<string> {
   return `${s.size}:${s.mtime?.getTime()}:${s.ino}`;
 }
 
+/** Errors of the output file system that the user must act on. */
+const FS_FAULTS: Record<string, string> = {
+  ENOSPC: "no space left on the device",
+  EDQUOT: "disk quota exceeded",
+  EFBIG: "file too large for the file system",
+  EIO: "input/output error",
+  EROFS: "read-only file system",
+};
+
+/** A fresh temporary file name for `output`, in its folder. */
+function tempName(output: string): string {
+  return `${dirname(output)}/.${basename(output)}.tmp-${Deno.pid}-${
+    crypto.randomUUID().slice(0, 8)
+  }`;
+}
+
+/**
+ * Removes temporary files a killed conversion of `output` left behind. A
+ * live conversion holds an exclusive lock on its temporary file and keeps
+ * writing it, so only an unlocked file untouched for a minute is removed.
+ */
+async function removeStaleTemps(output: string): Promise<void> {
+  const dir = dirname(output);
+  const prefix = `.${basename(output)}.tmp-`;
+  const shape = /^\d+-[0-9a-f]{8}$/;
+  let entries: Deno.DirEntry[];
+  try {
+    entries = await Array.fromAsync(Deno.readDir(dir));
+  } catch {
+    return; // the folder is checked again when the output is created
+  }
+  for (const e of entries) {
+    if (!e.isFile || !e.name.startsWith(prefix) || !shape.test(e.name.slice(prefix.length))) {
+      continue;
+    }
+    const path = `${dir}/${e.name}`;
+    let file: Deno.FsFile | undefined;
+    try {
+      file = await Deno.open(path, { read: true, write: true });
+      const st = await file.stat();
+      if (Date.now() - (st.mtime?.getTime() ?? Date.now()) < 60_000) continue;
+      if (!(await file.tryLock(true))) continue;
+      await Deno.remove(path);
+    } catch {
+      // gone already, or not ours to remove
+    } finally {
+      file?.close();
+    }
+  }
+}
+
 /**
  * Converts `input` to `output`.
  *
@@ -140,16 +192,18 @@ export async function convertFile(
   if (exists && !options.force) {
     throw new Deno.errors.AlreadyExists(`convert: ${output} exists (pass --force to replace it)`);
   }
+  await removeStaleTemps(output);
   const before = await fingerprint(input);
   const source = openSource(input);
-  const tmp = `${dirname(output)}/.${basename(output)}.tmp-${Deno.pid}-${
-    crypto.randomUUID().slice(0, 8)
-  }`;
+  const tmp = tempName(output);
   let file: Deno.FsFile | undefined;
   try {
     const matrices: MatrixReport[] = [];
     const model = buildModelWeights(source, options, matrices);
     file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    // Held until the process ends: tells a later conversion that this
+    // temporary file is not stale.
+    await file.lock(true);
     const plan = await writeModel(model, options.format, fileSink(file), options.progress);
     await file.syncData();
     file.close();
@@ -186,6 +240,21 @@ export async function convertFile(
       await Deno.remove(tmp);
     } catch {
       // never created
+    }
+    if (error instanceof KernelError && error.status === STATUS.CHANGED) {
+      throw new Error(
+        `convert: ${input} changed while it was being converted (truncated or rewritten); ` +
+          `the output was discarded`,
+        { cause: error },
+      );
+    }
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === "string" && code in FS_FAULTS) {
+      throw new Error(
+        `convert: ${FS_FAULTS[code]} (${code}) while writing ${output}; ` +
+          `the partial output was removed and ${output} was not changed`,
+        { cause: error },
+      );
     }
     throw error;
   } finally {
