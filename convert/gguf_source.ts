@@ -150,6 +150,7 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
     ),
   };
   void getArray;
+  const slidingWindow = getInt(gguf, key("attention.sliding_window"), 0);
   const hyper: HyperParams = {
     architecture,
     hidden,
@@ -166,8 +167,10 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
       ? getInt(gguf, key("expert_feed_forward_length"), getInt(gguf, key("feed_forward_length"), 0))
       : 0,
     vocab,
-    slidingWindow: getInt(gguf, key("attention.sliding_window"), 0),
-    slidingPattern: architecture === "gemma3" ? 6 : 0,
+    slidingWindow,
+    // Gemma 3: five sliding layers, then a global one (llama.cpp's n_swa_pattern 6);
+    // no window, no pattern.
+    slidingPattern: architecture === "gemma3" && slidingWindow > 0 ? 6 : 0,
     tiedEmbeddings: tensorByName(gguf, "output.weight") === undefined,
     finalLogitSoftcap: getFloat(gguf, key("final_logit_softcapping"), 0),
     extra,

@@ -12,6 +12,7 @@ import type { ByteSource } from "../byte_source.ts";
 import { FormatError } from "../errors.ts";
 import {
   ALIGN,
+  ARCH_IDS,
   BLOCK_HEADER_BYTES,
   BLOCK_MAGIC,
   CFLOW_MAGIC,
@@ -173,6 +174,13 @@ function validateGeometry(
     `${g.tileCols}, only ${TILE_COLS} is supported`,
   );
   c.range(g.quantType, 1, 3, "quant_type", at("quantType"));
+  c.range(g.archId, 0, MAX_ARCH_ID, "arch_id", at("archId"));
+  c.check(
+    g.slidingPattern === 0 || g.slidingWindow > 0,
+    "sliding_pattern",
+    at("slidingPattern"),
+    `${g.slidingPattern} without a sliding_window`,
+  );
   c.range(g.denseDelay, 0, g.layers, "dense_delay", at("denseDelay"));
   c.range(g.expertDelay, 0, g.layers, "expert_delay", at("expertDelay"));
   c.range(g.combineStyle, 0, 2, "combine_style", at("combineStyle"));
@@ -183,6 +191,70 @@ function validateGeometry(
     at("finalLogitSoftcap"),
     `${g.finalLogitSoftcap} is not a finite number >= 0`,
   );
+}
+
+/** The largest `arch_id` this reader knows (container.ts ARCH_IDS). */
+const MAX_ARCH_ID = Math.max(...Object.values(ARCH_IDS));
+
+/** Which layer block a weight of layer l goes to: the schedule's placement. */
+const ATTENTION_MATRICES: ReadonlySet<number> = new Set([
+  MATRIX.ATTN_NORM,
+  MATRIX.Q,
+  MATRIX.K,
+  MATRIX.V,
+  MATRIX.O,
+  MATRIX.Q_NORM,
+  MATRIX.K_NORM,
+  MATRIX.POST_ATTN_NORM,
+  MATRIX.Q_BIAS,
+  MATRIX.K_BIAS,
+  MATRIX.V_BIAS,
+]);
+const FFN_MATRICES: ReadonlySet<number> = new Set([
+  MATRIX.FFN_NORM,
+  MATRIX.GATE,
+  MATRIX.UP,
+  MATRIX.DOWN,
+  MATRIX.POST_FFN_NORM,
+]);
+const MOE_MATRICES: ReadonlySet<number> = new Set([
+  MATRIX.ROUTER,
+  MATRIX.EXPERT_TABLE,
+  MATRIX.EXPERT_GATE,
+  MATRIX.EXPERT_UP,
+  MATRIX.EXPERT_DOWN,
+]);
+const VOCAB_MATRICES: ReadonlySet<number> = new Set([
+  MATRIX.TOKEN_EMBD,
+  MATRIX.OUTPUT,
+  MATRIX.OUTPUT_NORM,
+]);
+
+/**
+ * The layer whose block holds matrix `m` of layer `l` in a block of `stage`
+ * (docs/FORMAT.md, placement), or undefined when `m` has no place there.
+ */
+function placedAt(g: Geometry, stage: number, m: number, l: number): number | undefined {
+  const attention = stage === STAGE.LAYER || stage === STAGE.ATTENTION;
+  const ffn = stage === STAGE.LAYER || stage === STAGE.FFN;
+  const moe = stage === STAGE.LAYER || stage === STAGE.EXPERTS;
+  if (attention && ATTENTION_MATRICES.has(m)) return l;
+  // Without a dense FFN, the norm before the experts travels with attention
+  // (convert/build_weights.ts).
+  if (attention && m === MATRIX.FFN_NORM && g.ffnHidden === 0) return l;
+  if (ffn && FFN_MATRICES.has(m)) return Math.max(0, l - g.denseDelay);
+  if (moe && MOE_MATRICES.has(m)) {
+    return stage === STAGE.EXPERTS ? l : Math.max(0, l - g.expertDelay);
+  }
+  return undefined;
+}
+
+/** Checks that [from, to) holds only zero bytes (padding). */
+function checkZeros(c: Checker, from: number, to: number, field: string): void {
+  if (to <= from) return;
+  const gap = c.src.read(from, to - from, field);
+  const i = gap.findIndex((b) => b !== 0);
+  c.check(i < 0, field, from + Math.max(i, 0), "padding bytes must be zero");
 }
 
 const GLOBAL_OFFSETS: Record<string, number> = {
@@ -427,6 +499,12 @@ function readBlock(
     if (e.kind === ENTRY_KIND.TILES || e.kind === ENTRY_KIND.EXPERT_TILES) {
       c.range(e.tileType, 1, 3, `${f}.tile_type`, at + 2);
     } else c.check(e.tileType === 0, `${f}.tile_type`, at + 2, "must be 0 for untiled entries");
+    c.check(
+      e.offset % ALIGN === 0,
+      `${f}.offset`,
+      at + 16,
+      `${e.offset} is not ${ALIGN}-byte aligned`,
+    );
     if (stage !== STAGE.VOCAB) {
       c.check(
         e.layerId < g.layers,
@@ -434,12 +512,36 @@ function readBlock(
         at + 4,
         `${e.layerId} >= n_layers ${g.layers}`,
       );
-    } else {c.check(
+      const placed = placedAt(g, stage, e.matrixId, e.layerId);
+      c.check(
+        placed !== undefined,
+        `${f}.matrix_id`,
+        at,
+        `${matrixName(e.matrixId)} has no place in a block of stage ${stage}`,
+      );
+      c.check(
+        placed === layer,
+        `${f}.layer_id`,
+        at + 4,
+        `${
+          matrixName(e.matrixId)
+        } of layer ${e.layerId} belongs in the block of layer ${placed}, ` +
+          `not ${layer}`,
+      );
+    } else {
+      c.check(
         e.layerId === VOCAB_LAYER,
         `${f}.layer_id`,
         at + 4,
         `${e.layerId}, expected 0xFFFF`,
-      );}
+      );
+      c.check(
+        VOCAB_MATRICES.has(e.matrixId),
+        `${f}.matrix_id`,
+        at,
+        `${matrixName(e.matrixId)} has no place in the vocabulary section`,
+      );
+    }
     entries.push(e);
   }
   // Group entries into runs (fused members share one range) and check each.
@@ -455,6 +557,7 @@ function readBlock(
       at + 16,
       `${e.offset} overlaps the previous entry (ends at ${prevEnd})`,
     );
+    checkZeros(c, prevEnd, e.offset, `padding before ${f}`);
     if (e.kind === ENTRY_KIND.TILES) {
       let j = i + 1;
       if (e.fused !== FUSED.NONE) {
@@ -543,6 +646,7 @@ function readBlock(
           e.offset + x * 16,
           `${o} is outside the bank or overlaps expert ${x - 1}`,
         );
+        checkZeros(c, prev, o, `padding before ${fx}`);
         c.check(
           len === perExpert,
           `${fx}.length`,
@@ -554,6 +658,7 @@ function readBlock(
         spans.push({ offset: o, length: len });
         prev = o + len;
       }
+      checkZeros(c, prev, bankEnd, `padding after ${f}.table[${e.rows - 1}]`);
       experts.set(e.layerId, { layer: e.layerId, spans, gate, up, down });
       prevEnd = bankEnd;
       i += 4;
@@ -561,6 +666,14 @@ function readBlock(
     }
     c.fail(`${f}.kind`, at + 1, "expert tiles without an expert table");
   }
+  // Up to the next 64-byte boundary (where the next block starts), or the
+  // end of the section.
+  checkZeros(
+    c,
+    prevEnd,
+    Math.min(Math.ceil(prevEnd / ALIGN) * ALIGN, limit),
+    `padding after ${name}`,
+  );
   return { stage, layer, offset, entries };
 }
 
@@ -811,6 +924,14 @@ export function readTiledFile(
     }));
   }
   const g = geometry;
+  // Before anything is read at the offset (the .vflow count below), so that
+  // an offset past the end is reported at the header field that holds it.
+  c.check(
+    sectionTableOffset >= headerBytes && sectionTableOffset < src.size,
+    "section_table_offset",
+    format === "cflow" ? 80 : 56,
+    `${sectionTableOffset} is outside the file`,
+  );
   // Section layout: metadata, layers or groups (+ expert banks), vocab.
   const count = (() => {
     if (format === "cflow") return 1 + g.layers + 1;
@@ -826,12 +947,6 @@ export function readTiledFile(
     );
     return n;
   })();
-  c.check(
-    sectionTableOffset >= headerBytes && sectionTableOffset < src.size,
-    "section_table_offset",
-    format === "cflow" ? 80 : 56,
-    `${sectionTableOffset} is outside the file`,
-  );
   const sections = readSectionTable(c, sectionTableOffset, count);
   const at = (i: number) =>
     sectionTableOffset + SECTION_TABLE_PREFIX_BYTES + i * SECTION_DESCRIPTOR_BYTES;
