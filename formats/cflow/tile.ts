@@ -112,13 +112,18 @@ export function tileBytes(type: number, rows: number, cols: number): number {
  * ```
  */
 export function matrixTileBytes(type: number, rows: number, cols: number): number {
-  let total = 0;
-  for (let r = 0; r < rows; r += TILE_ROWS) {
-    const tr = Math.min(TILE_ROWS, rows - r);
-    for (let c = 0; c < cols; c += TILE_COLS) {
-      total += tileBytes(type, tr, Math.min(TILE_COLS, cols - c));
-    }
-  }
+  if (rows <= 0 || cols <= 0) return 0;
+  // Closed form (full tiles, the short last tile row and column, the corner), not a
+  // loop over the tiles: readers call this with shapes straight from a file, and
+  // 2^32 x 2^32 would be ~10^11 iterations.
+  const fullRows = Math.floor(rows / TILE_ROWS);
+  const fullCols = Math.floor(cols / TILE_COLS);
+  const restRows = rows - fullRows * TILE_ROWS;
+  const restCols = cols - fullCols * TILE_COLS;
+  let total = fullRows * fullCols * tileBytes(type, TILE_ROWS, TILE_COLS);
+  if (restRows > 0) total += fullCols * tileBytes(type, restRows, TILE_COLS);
+  if (restCols > 0) total += fullRows * tileBytes(type, TILE_ROWS, restCols);
+  if (restRows > 0 && restCols > 0) total += tileBytes(type, restRows, restCols);
   return total;
 }
 

@@ -461,6 +461,13 @@ export function parseHfConfig(json: string | Uint8Array, file = "config.json"): 
       );
     }
     headDim = hiddenSize / numHeads;
+    if (headDim > L.headDim.max) {
+      f.fail(
+        "num_attention_heads",
+        `hidden_size ${hiddenSize} / ${numHeads} heads gives head_dim ${headDim}, above ${L.headDim.max}`,
+        f.get("num_attention_heads") ?? f.get("hidden_size"),
+      );
+    }
   }
   const intermediateSize = f.int("intermediate_size", L.intermediateSize, defaults.intermediate);
   const vocabSize = f.int("vocab_size", L.vocabSize, defaults.vocab);
