@@ -99,14 +99,19 @@ function needJson(request: Request): void {
 }
 
 /** Prompt ids, checked against the context, and the token budget. */
-function budget(state: ServerState, prompt: number[], r: SamplingRequest): number {
-  if (prompt.length === 0) throw new ApiError(400, "the prompt has no tokens", { param: "prompt" });
+function budget(
+  state: ServerState,
+  prompt: number[],
+  r: SamplingRequest,
+  param: "messages" | "prompt",
+): number {
+  if (prompt.length === 0) throw new ApiError(400, "the prompt has no tokens", { param });
   const room = state.contextLength - prompt.length;
   if (room < 1) {
     throw new ApiError(
       400,
       `the prompt has ${prompt.length} tokens; the context holds ${state.contextLength}`,
-      { param: "messages", code: "context_length_exceeded" },
+      { param, code: "context_length_exceeded" },
     );
   }
   if (r.maxTokens !== undefined && r.maxTokens > room) {
@@ -239,7 +244,7 @@ async function chatCompletions(state: ServerState, request: Request): Promise<Re
     throw error;
   }
   const prompt = t.encode(text, { addSpecial: true, parseSpecial: true });
-  const maxTokens = budget(state, prompt, r);
+  const maxTokens = budget(state, prompt, r, "messages");
   const h = head("chatcmpl", state.modelId);
   return await complete(
     state,
@@ -284,7 +289,7 @@ async function completions(state: ServerState, request: Request): Promise<Respon
   const body = await readJsonBody(request, state.limits.maxBodyBytes);
   const r = validateCompletionRequest(body, state.limits, state.vocab, state.contextLength);
   const prompt = state.tokenizer.encode(r.prompt, { addSpecial: true, parseSpecial: false });
-  const maxTokens = budget(state, prompt, r);
+  const maxTokens = budget(state, prompt, r, "prompt");
   const h = head("cmpl", state.modelId);
   return await complete(
     state,

@@ -11,7 +11,8 @@ import { ApiError } from "./api_error.ts";
  * Reads at most `limit` bytes of `request`'s body and parses them as JSON.
  *
  * @throws {ApiError} 413 when the body is larger than `limit` (by Content-Length or as read),
- * 400 when it is not valid UTF-8 or not JSON.
+ * 400 when it is not valid UTF-8, not JSON, or holds a string (or key) with a lone surrogate
+ * (`"\ud800"`: valid JSON, but no Unicode text; it would reach the tokenizer as U+FFFD).
  *
  * @example
  * ```ts
@@ -53,13 +54,52 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   } catch {
     throw new ApiError(400, "the request body is not valid UTF-8", { code: "invalid_utf8" });
   }
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (error) {
     throw new ApiError(400, `the request body is not valid JSON: ${(error as Error).message}`, {
       code: "invalid_json",
     });
   }
+  const at = illFormedString(value);
+  if (at !== undefined) {
+    throw new ApiError(400, `${at ?? "the request body"} holds a lone UTF-16 surrogate`, {
+      param: at,
+      code: "invalid_unicode",
+    });
+  }
+  return value;
+}
+
+/**
+ * Where a string or key with a lone surrogate is (a field path like `messages[0].content`, or
+ * null for the top level), or undefined when there is none. Iterative: any nesting depth.
+ */
+function illFormedString(root: unknown): string | null | undefined {
+  const stack: { value: unknown; path: string | null }[] = [{ value: root, path: null }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop()!;
+    if (typeof value === "string") {
+      if (!value.isWellFormed()) return path;
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) {
+        const x = value[i];
+        if (typeof x === "string" || (typeof x === "object" && x !== null)) {
+          stack.push({ value: x, path: `${path ?? ""}[${i}]` });
+        }
+      }
+    } else if (typeof value === "object" && value !== null) {
+      const o = value as Record<string, unknown>;
+      const keys = Object.keys(o);
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const p = path === null ? keys[i] : `${path}.${keys[i]}`;
+        if (!keys[i].isWellFormed()) return p.toWellFormed();
+        stack.push({ value: o[keys[i]], path: p });
+      }
+    }
+  }
+  return undefined;
 }
 
 function tooLarge(limit: number): ApiError {

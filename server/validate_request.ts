@@ -146,14 +146,15 @@ function number(
   hi: number,
   fallback: number,
   openLo = false,
+  name = key,
 ): number {
   const v = o[key];
   if (v === undefined || v === null) return fallback;
   if (typeof v !== "number" || !Number.isFinite(v)) {
-    throw bad(`${key} must be a number, got ${kind(v)}`, key, "invalid_type");
+    throw bad(`${name} must be a number, got ${kind(v)}`, name, "invalid_type");
   }
   if (v > hi || (openLo ? v <= lo : v < lo)) {
-    throw bad(`${key} ${v} is not in ${openLo ? "(" : "["}${lo}, ${hi}]`, key);
+    throw bad(`${name} ${v} is not in ${openLo ? "(" : "["}${lo}, ${hi}]`, name);
   }
   return v;
 }
@@ -264,7 +265,7 @@ function sampling(
           "logit_bias",
         );
       }
-      logitBias[k] = number(lb, k, -100, 100, 0);
+      logitBias[k] = number(lb, k, -100, 100, 0, false, `logit_bias.${k}`);
     }
   }
   return {

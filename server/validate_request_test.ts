@@ -52,7 +52,7 @@ Deno.test("chat requests: defaults, and every field checked and bounded", () => 
   refused(chat({ top_logprobs: 2 }), "top_logprobs", /not supported/);
   refused(chat({ logit_bias: { "1000": 1 } }), "logit_bias");
   refused(chat({ logit_bias: { "abc": 1 } }), "logit_bias");
-  refused(chat({ logit_bias: { "5": 101 } }), "5");
+  refused(chat({ logit_bias: { "5": 101 } }), "logit_bias.5", /logit_bias.5 101 is not in/);
   refused(chat({ stream_options: { include_usage: true } }), "stream_options");
   refused(chat({ tools: [] }), "tools", /unknown/);
   refused(chat({ messages: [] }), "messages");
