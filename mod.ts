@@ -25,6 +25,11 @@
  * write access to the conversion cache when a GGUF or HF folder is converted; unscoped
  * `--allow-ffi` only for zero-copy views of mapped files.
  *
+ * Run as a program (`deno run ... jsr:@cflow/run generate --model M --prompt P`), this module is
+ * the `cflow` command line. The package carries the kernels' Zig source, not a built library:
+ * build it (`zig build -Doptimize=ReleaseFast` in `kernels-zig/`) and name it in
+ * `CFLOW_KERNELS`.
+ *
  * @module
  */
 
@@ -47,3 +52,8 @@ export {
 } from "./ffi/mod.ts";
 export type { Advice, CpuFeature, KernelOptions, VariantName } from "./ffi/mod.ts";
 export { VERSION } from "./version.ts";
+
+if (import.meta.main) {
+  const { main } = await import("./cli/main.ts");
+  Deno.exit(await main(Deno.args));
+}
