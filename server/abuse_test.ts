@@ -6,56 +6,11 @@
  * must cancel only their own generation. Skipped when the test model has not been fetched.
  */
 import assert from "node:assert/strict";
-import { resolveModel } from "../runtime/model_store.ts";
-import { type Server, type ServerOptions, startServer } from "./mod.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
-const GGUF = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
-const present = (() => {
-  try {
-    return Deno.statSync(GGUF).isFile;
-  } catch {
-    return false;
-  }
-})();
-
-/** The converted model, in the cache the launcher uses (as server_test.ts). */
-async function model(): Promise<string> {
-  return await resolveModel(GGUF, { cache: `${ROOT}cache/converted`, quant: "q4_0" });
-}
-
-async function withServer(
-  options: Omit<ServerOptions, "model">,
-  body: (server: Server) => Promise<void>,
-): Promise<void> {
-  const server = await startServer({ model: await model(), port: 0, ...options });
-  try {
-    await body(server);
-  } finally {
-    await server.close();
-  }
-}
+import type { Server } from "./mod.ts";
+import { post, present, withServer } from "./_test_server.ts";
 
 const enc = new TextEncoder();
 const strict = new TextDecoder("utf-8", { fatal: true });
-
-function post(
-  url: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-  signal?: AbortSignal,
-): Promise<Response> {
-  return fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string"
-      ? body
-      : body instanceof Uint8Array
-      ? new Uint8Array(body)
-      : JSON.stringify(body),
-    signal,
-  });
-}
 
 /** Asserts an OpenAI-style JSON error with `status` (and `param`, and `code`, when given). */
 async function expectError(

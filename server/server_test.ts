@@ -5,47 +5,9 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "npm:openai@4.104.0";
-import { resolveModel } from "../runtime/model_store.ts";
-import { type Server, startServer } from "./mod.ts";
+import { post, present, withServer } from "./_test_server.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const GGUF = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
-const present = (() => {
-  try {
-    return Deno.statSync(GGUF).isFile;
-  } catch {
-    return false;
-  }
-})();
-
-/** The converted model, in the cache the launcher uses. */
-async function model(): Promise<string> {
-  return await resolveModel(GGUF, { cache: `${ROOT}cache/converted`, quant: "q4_0" });
-}
-
-async function withServer(
-  options: { parallel?: number; apiKey?: string; contextLength?: number },
-  body: (server: Server) => Promise<void>,
-): Promise<void> {
-  const server = await startServer({ model: await model(), port: 0, ...options });
-  try {
-    await body(server);
-  } finally {
-    await server.close();
-  }
-}
-
-function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string"
-      ? body
-      : body instanceof Uint8Array
-      ? new Uint8Array(body)
-      : JSON.stringify(body),
-  });
-}
 
 async function expectError(r: Response, status: number, param?: string): Promise<void> {
   const body = await r.json();

@@ -281,3 +281,36 @@ export function hfJson(skeleton: Skeleton, d: DerivedTokenizer): string {
   }));
   return JSON.stringify(j);
 }
+
+/** A small byte-fallback BPE tokenizer.json (8 tokens, a BOS template), as an object. */
+export function smallHfJson(): Record<string, unknown> {
+  return {
+    added_tokens: [
+      { id: 0, content: "<eos>", special: true, normalized: false },
+      { id: 7, content: "<bos>", special: true, normalized: false },
+    ],
+    normalizer: { type: "Replace", pattern: { String: " " }, content: "▁" },
+    pre_tokenizer: null,
+    post_processor: {
+      type: "TemplateProcessing",
+      single: [{ SpecialToken: { id: "<bos>", type_id: 0 } }, {
+        Sequence: { id: "A", type_id: 0 },
+      }],
+      special_tokens: { "<bos>": { id: "<bos>", ids: [7], tokens: ["<bos>"] } },
+    },
+    decoder: {
+      type: "Sequence",
+      decoders: [
+        { type: "Replace", pattern: { String: "▁" }, content: " " },
+        { type: "ByteFallback" },
+        { type: "Fuse" },
+      ],
+    },
+    model: {
+      type: "BPE",
+      byte_fallback: true,
+      vocab: { "<eos>": 0, h: 1, i: 2, "▁": 3, hi: 4, "▁hi": 5, "<0x21>": 6, "<bos>": 7 },
+      merges: ["h i", "▁ hi"],
+    },
+  };
+}

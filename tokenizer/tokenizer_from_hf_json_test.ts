@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FormatError } from "../formats/errors.ts";
-import { corpus, fixture, FIXTURES, short, unvarint } from "./_test_utils.ts";
+import { corpus, fixture, FIXTURES, short, smallHfJson, unvarint } from "./_test_utils.ts";
 import { tokenizerFromHfJson } from "./tokenizer_from_hf_json.ts";
 
 // Edge strings carry full ids (varint base64) and decoded text; long chunks carry 16-hex sha256s.
@@ -51,35 +51,7 @@ for (const [name, cases] of Object.entries(TINY.tokenizers)) {
 
 /** A tokenizer.json with a byte-fallback BPE, as the examples use. */
 function json(patch: (j: Record<string, unknown>) => void = () => {}): string {
-  const j: Record<string, unknown> = {
-    added_tokens: [
-      { id: 0, content: "<eos>", special: true, normalized: false },
-      { id: 7, content: "<bos>", special: true, normalized: false },
-    ],
-    normalizer: { type: "Replace", pattern: { String: " " }, content: "▁" },
-    pre_tokenizer: null,
-    post_processor: {
-      type: "TemplateProcessing",
-      single: [{ SpecialToken: { id: "<bos>", type_id: 0 } }, {
-        Sequence: { id: "A", type_id: 0 },
-      }],
-      special_tokens: { "<bos>": { id: "<bos>", ids: [7], tokens: ["<bos>"] } },
-    },
-    decoder: {
-      type: "Sequence",
-      decoders: [
-        { type: "Replace", pattern: { String: "▁" }, content: " " },
-        { type: "ByteFallback" },
-        { type: "Fuse" },
-      ],
-    },
-    model: {
-      type: "BPE",
-      byte_fallback: true,
-      vocab: { "<eos>": 0, h: 1, i: 2, "▁": 3, hi: 4, "▁hi": 5, "<0x21>": 6, "<bos>": 7 },
-      merges: ["h i", "▁ hi"],
-    },
-  };
+  const j = smallHfJson();
   patch(j);
   return JSON.stringify(j);
 }

@@ -33,6 +33,7 @@ import {
   MODELS,
   type Skeleton,
   skipReason,
+  smallHfJson,
 } from "../../tokenizer/_test_utils.ts";
 import { StreamDecoder } from "../../tokenizer/stream_decoder.ts";
 import { BYTE_TO_CHAR } from "../../tokenizer/_unicode.ts";
@@ -141,39 +142,6 @@ function opArb(tokenish: string[]): fc.Arbitrary<Op> {
     { arbitrary: fc.constant({ kind: "delete" as const }), weight: 2 },
     { arbitrary: fc.constant({ kind: "dup" as const }), weight: 1 },
   );
-}
-
-/** A small tokenizer.json with byte fallback, as tokenizer_from_hf_json_test.ts uses. */
-function smallHfJson(): unknown {
-  return {
-    added_tokens: [
-      { id: 0, content: "<eos>", special: true, normalized: false },
-      { id: 7, content: "<bos>", special: true, normalized: false },
-    ],
-    normalizer: { type: "Replace", pattern: { String: " " }, content: "▁" },
-    pre_tokenizer: null,
-    post_processor: {
-      type: "TemplateProcessing",
-      single: [{ SpecialToken: { id: "<bos>", type_id: 0 } }, {
-        Sequence: { id: "A", type_id: 0 },
-      }],
-      special_tokens: { "<bos>": { id: "<bos>", ids: [7], tokens: ["<bos>"] } },
-    },
-    decoder: {
-      type: "Sequence",
-      decoders: [
-        { type: "Replace", pattern: { String: "▁" }, content: " " },
-        { type: "ByteFallback" },
-        { type: "Fuse" },
-      ],
-    },
-    model: {
-      type: "BPE",
-      byte_fallback: true,
-      vocab: { "<eos>": 0, h: 1, i: 2, "▁": 3, hi: 4, "▁hi": 5, "<0x21>": 6, "<bos>": 7 },
-      merges: ["h i", "▁ hi"],
-    },
-  };
 }
 
 let hfBases: unknown[] | undefined;
