@@ -7,6 +7,7 @@
 
 import { convertFile, type ConvertOptions } from "../convert/mod.ts";
 import { progressBar } from "./progress.ts";
+import { EXIT } from "./exit_codes.ts";
 
 /**
  * Converts and prints a summary (or JSON).
@@ -24,11 +25,14 @@ export async function runConvert(
   json: boolean,
 ): Promise<number> {
   const start = performance.now();
-  const result = await convertFile(input, output, { ...options, progress: progressBar() });
+  const result = await convertFile(input, output, {
+    ...options,
+    progress: progressBar({ label: "converting" }),
+  });
   const secs = (performance.now() - start) / 1000;
   if (json) {
     console.log(JSON.stringify({ ...result, seconds: secs }, null, 2));
-    return 0;
+    return EXIT.OK;
   }
   const lossless = result.matrices.filter((m) => m.lossless).length;
   console.log(
@@ -48,5 +52,5 @@ export async function runConvert(
       );
     }
   }
-  return 0;
+  return EXIT.OK;
 }

