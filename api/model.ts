@@ -141,7 +141,8 @@ export class Model {
 
   /**
    * Generates from a prompt (text, tokenized with the model's BOS, or token ids), yielding
-   * tokens as they come; returns the statistics. Aborting `signal` ends it between tokens.
+   * tokens as they come; returns the statistics. Aborting `signal` ends it between tokens, or
+   * while the prompt is read (the kernels stop before their next operation).
    */
   async *generate(
     prompt: string | readonly number[],

@@ -19,6 +19,7 @@ const STATUS_TEXT: Record<number, string> = {
   [STATUS.OVERFLOW]: "a size computation overflowed",
   [STATUS.LIMIT]: "a fixed limit would be exceeded",
   [STATUS.BUSY]: "in use (a region a plan still reads, or a plan already running)",
+  [STATUS.CANCELLED]: "cancelled",
   [STATUS.CHANGED]:
     "the mapped file was truncated or rewritten on disk since it was opened (reopen the model)",
 };

@@ -414,6 +414,44 @@ export class Plan {
     if (rc !== STATUS.OK) throw new KernelError("cf_plan_run", rc);
   }
 
+  /**
+   * Like {@link run}, on one of Deno's blocking threads, so the event loop
+   * runs meanwhile; aborting `signal` stops the run before its next
+   * operation and rejects with the signal's reason. A stopped run leaves the
+   * KV cache rows of its positions partly written: run them again before
+   * reading them. The plan must not be closed until the promise settles.
+   */
+  async runAsync(tokens: Uint32Array, pos: number, signal?: AbortSignal): Promise<void> {
+    if (this.#handle === 0) throw new KernelError("cf_plan_run", STATUS.HANDLE);
+    if (tokens.length < 1 || tokens.length > this.maxTokens) {
+      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
+    }
+    signal?.throwIfAborted();
+    const s = openKernels().symbols;
+    const handle = this.#handle;
+    let rc = s.cf_plan_cancel(handle, 0);
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_cancel", rc);
+    const cancel = () => s.cf_plan_cancel(handle, 1);
+    signal?.addEventListener("abort", cancel, { once: true });
+    try {
+      // The call owns `tokens` until it settles: keep a private copy.
+      rc = await s.cf_plan_run_async(
+        handle,
+        tokens.slice(),
+        BigInt(tokens.length),
+        u32(pos, "position"),
+        0,
+      );
+    } finally {
+      signal?.removeEventListener("abort", cancel);
+    }
+    if (rc === STATUS.CANCELLED) {
+      signal?.throwIfAborted();
+      throw new KernelError("cf_plan_run", rc);
+    }
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_run", rc);
+  }
+
   /** Frees the plan and unpins its regions. */
   close(): void {
     if (this.#handle === 0) return;

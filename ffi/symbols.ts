@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION: number = 2;
+export const ABI_VERSION: number = 3;
 
 /**
  * The symbol table passed to `Deno.dlopen`.
@@ -151,6 +151,16 @@ export const symbols = {
   // int32_t cf_plan_run(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos,
   //     uint32_t single_thread)
   cf_plan_run: { parameters: ["i32", "buffer", "usize", "u32", "u32"], result: "i32" },
+  // The same function, run on one of Deno's blocking threads (a Promise), so
+  // that the event loop stays free and cf_plan_cancel can stop it.
+  cf_plan_run_async: {
+    name: "cf_plan_run",
+    parameters: ["i32", "buffer", "usize", "u32", "u32"],
+    result: "i32",
+    nonblocking: true,
+  },
+  // int32_t cf_plan_cancel(int32_t plan, uint32_t value)
+  cf_plan_cancel: { parameters: ["i32", "u32"], result: "i32" },
   // int32_t cf_plan_destroy(int32_t plan)
   cf_plan_destroy: { parameters: ["i32"], result: "i32" },
   // int32_t cf_pack(const uint32_t *run, size_t run_words, int32_t dst, size_t dst_offset,
@@ -207,6 +217,8 @@ export const STATUS = {
   BUSY: -13,
   /** A mapped file was truncated or rewritten since it was mapped. */
   CHANGED: -14,
+  /** A plan run stopped early because it was cancelled. */
+  CANCELLED: -15,
 } as const;
 
 /**

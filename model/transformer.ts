@@ -665,6 +665,32 @@ export class Transformer {
     return this.#readLogits();
   }
 
+  /**
+   * {@link prefill} without blocking the event loop: each batch runs on one
+   * of Deno's blocking threads. Aborting `signal` stops the batch in flight
+   * before its next operation and rejects with the signal's reason; the
+   * positions of that prompt must then be run again before they are used.
+   * Same arithmetic, same logits as {@link prefill}.
+   */
+  async prefillAsync(
+    tokens: readonly number[],
+    pos: number,
+    signal?: AbortSignal,
+  ): Promise<Float32Array> {
+    if (tokens.length === 0) throw new RangeError("model: prefill needs at least one token");
+    this.#checkPositions(pos, tokens.length);
+    for (const t of tokens) this.#checkToken(t);
+    const ids = Uint32Array.from(tokens);
+    for (let i = 0; i < ids.length; i += this.batch) {
+      await this.#plan.runAsync(
+        ids.subarray(i, Math.min(ids.length, i + this.batch)),
+        pos + i,
+        signal,
+      );
+    }
+    return this.#readLogits();
+  }
+
   /** Frees the plan, the workspace and the packed weights, and unmaps the file. */
   close(): void {
     this.#plan.close();

@@ -205,8 +205,23 @@ export async function* generate(
     );
   }
   const start = performance.now();
-  // Prefill: the prompt through the model in batches, keeping the last logits.
-  let logits = model.prefill(prompt, 0);
+  // Prefill: the prompt through the model in batches, keeping the last
+  // logits; off the event loop, so that the signal can stop a long prompt.
+  let logits: Float32Array;
+  try {
+    logits = await model.prefillAsync(prompt, 0, options.signal);
+  } catch (error) {
+    if (!options.signal?.aborted) throw error;
+    const ms = performance.now() - start;
+    return {
+      promptTokens: prompt.length,
+      prefillTokS: 0,
+      ttftMs: ms,
+      generatedTokens: 0,
+      decodeTokS: 0,
+      stopReason: "aborted",
+    };
+  }
   for (const t of prompt) sampler.accept(t);
   const prefillEnd = performance.now();
   const utf8 = new Utf8Stream();

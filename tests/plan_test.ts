@@ -88,6 +88,28 @@ Deno.test({
               );
             },
           );
+          await t.step(
+            `${label}: prefill off the event loop equals prefill, and stops when aborted`,
+            async () => {
+              openKernels({ threads: 2 });
+              using a = Transformer.load(path, { packed, contextLength: 256, batch: 16 });
+              using b = Transformer.load(path, { packed, contextLength: 256, batch: 16 });
+              const want = a.prefill(PROMPT, 0).slice();
+              sameBits((await b.prefillAsync(PROMPT, 0)).slice(), want, label);
+              // Already aborted: refused before any work, with the signal's reason.
+              const stop = new AbortController();
+              stop.abort(new Error("stop here"));
+              await assert.rejects(() => b.prefillAsync(PROMPT, 0, stop.signal), /stop here/);
+              // Aborted during the first batch: the rest never runs; the flag does not
+              // outlive the run, so the same prompt then gives the same logits.
+              const mid = new AbortController();
+              const run = b.prefillAsync(PROMPT, 0, mid.signal);
+              mid.abort();
+              await assert.rejects(() => run, (e: unknown) => (e as Error).name === "AbortError");
+              sameBits((await b.prefillAsync(PROMPT, 0)).slice(), want, label);
+              sameBits(b.forward(42, PROMPT.length).slice(), a.forward(42, PROMPT.length), label);
+            },
+          );
           await t.step(`${label}: 1 and 2 threads give identical logits`, () => {
             openKernels({ threads: 1 });
             using model = Transformer.load(path, { packed, contextLength: 256 });

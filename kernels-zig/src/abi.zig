@@ -5,7 +5,7 @@
 const std = @import("std");
 
 /// Bumped whenever an exported signature or a status code changes.
-pub const abi_version: u32 = 2;
+pub const abi_version: u32 = 3;
 
 /// Status codes returned by every fallible export. Zero is success, negative
 /// is an error. I/O failures are returned as `io_base - errno`.
@@ -38,6 +38,8 @@ pub const Status = enum(i32) {
     busy = -13,
     /// A mapped file was truncated or rewritten since it was mapped.
     changed = -14,
+    /// A plan run stopped early because its cancel flag was set.
+    cancelled = -15,
     _,
 
     pub fn code(s: Status) i32 {

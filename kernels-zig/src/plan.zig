@@ -88,6 +88,9 @@ const Plan = struct {
     generation: u32 = 0,
     live: bool = false,
     busy: std.atomic.Value(bool) = .init(false),
+    /// Set from another thread (cf_plan_cancel) while a run is in flight:
+    /// the run stops before its next operation.
+    cancel: std.atomic.Value(u32) = .init(0),
     ws_handle: i32 = 0,
     ws: [*]u8 = undefined,
     ws_len: usize = 0,
@@ -474,8 +477,22 @@ pub fn run(env: Env, handle: i32, tokens: []const u32, pos: u32) i32 {
     const ex = Exec{ .env = env, .p = p, .tokens = tokens, .pos = pos };
     var i: usize = 0;
     while (i < p.ops.len) : (i += op_words) {
+        if (p.cancel.load(.acquire) != 0) return Status.cancelled.code();
         ex.op(p.ops[i..][0..op_words]) catch |e| return statusOf(e);
     }
+    return Status.ok.code();
+}
+
+/// Sets (1) or clears (0) a plan's cancel flag. Safe from any thread while
+/// the plan runs on another: the run checks the flag before every operation
+/// and returns `cancelled`. The flag stays as set until set again, so the
+/// caller clears it before starting a run it may cancel.
+pub fn setCancel(handle: i32, value: u32) i32 {
+    if (value > 1) return Status.invalid_arg.code();
+    plans_lock.lock();
+    defer plans_lock.unlock();
+    const p = lookup(handle) orelse return Status.handle.code();
+    p.cancel.store(value, .release);
     return Status.ok.code();
 }
 

@@ -673,6 +673,15 @@ fn runInline(job: pool_mod.Job) void {
     if (job.items > 0) job.run(job.ctx, 0, job.items);
 }
 
+/// int32_t cf_plan_cancel(int32_t plan, uint32_t value)
+///
+/// Sets (1) or clears (0) the plan's cancel flag; callable while the plan
+/// runs on another thread (a nonblocking FFI call), which then returns
+/// `cancelled` (-15) before its next operation.
+export fn cf_plan_cancel(handle: i32, value: u32) i32 {
+    return plan.setCancel(handle, value);
+}
+
 /// int32_t cf_plan_destroy(int32_t plan)
 export fn cf_plan_destroy(handle: i32) i32 {
     return plan.destroy(handle);
