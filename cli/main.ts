@@ -32,10 +32,23 @@ import { commandHelp, overviewHelp } from "./help.ts";
 import { completionScript, type Shell } from "./completions.ts";
 import { EXIT } from "./exit_codes.ts";
 import { errorLine } from "./color.ts";
+import { defaultModel } from "./paths.ts";
 
-/** The model used when --model is not given (fetched by the launcher). */
-const DEFAULT_MODEL =
-  new URL("../cache/models/smollm2-135m-instruct.Q4_1.gguf", import.meta.url).pathname;
+/**
+ * The default model; the launcher fetches it first, a single executable
+ * asks for `cflow pull smollm2` when it is missing.
+ */
+function defaultModelOrHint(): string {
+  const path = defaultModel();
+  if (Deno.build.standalone) {
+    try {
+      Deno.statSync(path);
+    } catch {
+      throw new UsageError(`no --model given and ${path} is missing: run 'cflow pull smollm2'`);
+    }
+  }
+  return path;
+}
 
 function int(text: string, what: string, lo: number, hi: number): number {
   const n = /^-?[0-9]+$/.test(text.trim()) ? Number(text) : NaN;
@@ -266,7 +279,7 @@ export async function main(args: string[]): Promise<number> {
         const template = str(p, "template");
         const ctx = str(p, "ctx");
         const modelArgs = {
-          model: str(p, "model") ?? DEFAULT_MODEL,
+          model: str(p, "model") ?? defaultModelOrHint(),
           ctx: ctx === undefined ? undefined : int(ctx, "--ctx", 4, 1 << 20),
           kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
           quant: choice(str(p, "quant") ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),

@@ -11,9 +11,7 @@ import { progressBar } from "./progress.ts";
 import { UsageError } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
 import { errorLine } from "./color.ts";
-
-/** The default cache folder of `pull`. */
-export const DEFAULT_PULL_CACHE = new URL("../cache/models", import.meta.url).pathname;
+import { modelsDir } from "./paths.ts";
 
 /** Options of {@linkcode runPull}. */
 export interface RunPullOptions {
@@ -54,7 +52,7 @@ export async function runPull(specs: string[], options: RunPullOptions): Promise
     );
   }
   const env = options.env ?? envGet;
-  const cacheDir = env("CFLOW_CACHE") || DEFAULT_PULL_CACHE;
+  const cacheDir = env("CFLOW_CACHE") || modelsDir();
   const token = env("HF_TOKEN") || env("HUGGING_FACE_HUB_TOKEN") || undefined;
   const offline = options.offline || truthy(env("HF_HUB_OFFLINE")) || truthy(env("CFLOW_OFFLINE"));
   let file = "";
