@@ -131,6 +131,8 @@ const EXPECT: Record<string, (nb: Notebook) => void> = {
     const chat = mime(nb, "chat", "text/plain");
     assert.ok(chat[0]?.replace("assistant: ", "").trim().length > 0, "the chat answer is empty");
     assert.match(mime(nb, "abort", "text/markdown").join(""), /`aborted`/);
+    const cancel = mime(nb, "cancel", "text/markdown").join("");
+    assert.match(cancel, /`aborted` and 0 tokens generated/, cancel);
   },
   "logprobs.ipynb": (nb) => {
     const table = mime(nb, "logprob-table", "text/html").join("");
