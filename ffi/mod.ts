@@ -50,4 +50,4 @@ export {
   PlanBuilder,
   RUN_KIND,
 } from "./plan.ts";
-export type { Buf, OpOptions, RunKind, WeightRun } from "./plan.ts";
+export type { Buf, OpOptions, PlanSection, RunKind, WeightRun } from "./plan.ts";

@@ -216,6 +216,24 @@ export interface OpOptions {
 }
 
 /**
+ * A named range of a plan's operations, [first, last).
+ *
+ * @example
+ * ```ts
+ * import type { PlanSection } from "./plan.ts";
+ * const s: PlanSection = { name: "layer 0", first: 1, last: 20 };
+ * ```
+ */
+export interface PlanSection {
+  /** What the operations compute. */
+  name: string;
+  /** Index of the first operation. */
+  first: number;
+  /** Index after the last operation. */
+  last: number;
+}
+
+/**
  * Builds a plan operation by operation. Each method names its buffers;
  * see kernels-zig/src/plan.zig for what each operation computes.
  *
@@ -231,6 +249,19 @@ export interface OpOptions {
 export class PlanBuilder {
   #ops: number[] = [];
   #runs: WeightRun[] = [];
+  #sections: PlanSection[] = [];
+
+  /**
+   * Starts a named section: the operations added from here to the next
+   * section (or the end) belong to it. Sections are what
+   * {@link Plan.runOps} profiles.
+   */
+  section(name: string): void {
+    const first = this.#ops.length / OP_WORDS;
+    const last = this.#sections.at(-1);
+    if (last !== undefined) last.last = first;
+    this.#sections.push({ name, first, last: first });
+  }
 
   #op(code: number, args: number[], options?: OpOptions): void {
     if (args.length > OP_WORDS - 2) throw new RangeError("plan: too many arguments");
@@ -371,7 +402,12 @@ export class PlanBuilder {
         : undefined;
       throw new KernelError("cf_plan_create", handle, detail);
     }
-    return new Plan(handle, maxTokens);
+    const count = ops.length / OP_WORDS;
+    const sections = this.#sections.map((x, i, all) => ({
+      ...x,
+      last: i === all.length - 1 ? count : x.last,
+    }));
+    return new Plan(handle, maxTokens, sections);
   }
 }
 
@@ -388,11 +424,34 @@ export class Plan {
   #handle: number;
   /** Largest batch. */
   readonly maxTokens: number;
+  /** The named operation ranges of the plan, in order ({@link PlanBuilder.section}). */
+  readonly sections: readonly PlanSection[];
 
   /** @internal Use {@link PlanBuilder.build}. */
-  constructor(handle: number, maxTokens: number) {
+  constructor(handle: number, maxTokens: number, sections: readonly PlanSection[] = []) {
     this.#handle = handle;
     this.maxTokens = maxTokens;
+    this.sections = sections;
+  }
+
+  /**
+   * Runs operations [first, last) only, on the pool; running every section
+   * in order is exactly one {@link run}. For profiling.
+   */
+  runOps(tokens: Uint32Array, pos: number, first: number, last: number): void {
+    if (this.#handle === 0) throw new KernelError("cf_plan_run_ops", STATUS.HANDLE);
+    if (tokens.length < 1 || tokens.length > this.maxTokens) {
+      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
+    }
+    const rc = openKernels().symbols.cf_plan_run_ops(
+      this.#handle,
+      tokens,
+      BigInt(tokens.length),
+      u32(pos, "position"),
+      u32(first, "first operation"),
+      u32(last, "last operation"),
+    );
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_run_ops", rc);
   }
 
   /**

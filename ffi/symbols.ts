@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION: number = 3;
+export const ABI_VERSION: number = 4;
 
 /**
  * The symbol table passed to `Deno.dlopen`.
@@ -158,6 +158,12 @@ export const symbols = {
     parameters: ["i32", "buffer", "usize", "u32", "u32"],
     result: "i32",
     nonblocking: true,
+  },
+  // int32_t cf_plan_run_ops(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos,
+  //     uint32_t first, uint32_t last)
+  cf_plan_run_ops: {
+    parameters: ["i32", "buffer", "usize", "u32", "u32", "u32"],
+    result: "i32",
   },
   // int32_t cf_plan_cancel(int32_t plan, uint32_t value)
   cf_plan_cancel: { parameters: ["i32", "u32"], result: "i32" },

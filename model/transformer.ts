@@ -401,11 +401,13 @@ export class Transformer {
     const rope = c.ropeStyle === "normal" ? 0 : 1;
 
     // 1. Token embedding (scaled by sqrt(d) for Gemma).
+    b.section("embedding");
     b.embed(embd, s.x, c.embedScale);
     for (let l = 0; l < c.layers; l++) {
       const w = layers[l];
       const window = c.windows[l];
       // 2. Attention: RMSNorm, one quantization of the normed input, fused Q/K/V.
+      b.section(`layer ${l} attention`);
       b.rmsNorm(s.x, w.attnNorm, s.xb, c.hidden, c.eps);
       fused(w.qkv, s.xb, c.hidden, s.xq, s.qkv);
       if (w.qBias !== undefined) b.addVec(q, w.qBias, qDim);
@@ -440,6 +442,7 @@ export class Transformer {
       }
       b.add(s.x, s.proj, c.hidden);
       // 6. FFN: RMSNorm, one quantization, fused gate/up, gated activation, down.
+      b.section(`layer ${l} ffn`);
       b.rmsNorm(s.x, w.ffnNorm, s.xb, c.hidden, c.eps);
       fused(w.gateUp, s.xb, c.hidden, s.xq, s.gateUp);
       b.gated(c.activation === "silu" ? "silu" : "gelu", s.gateUp, s.hb, c.ffnHidden);
@@ -449,6 +452,7 @@ export class Transformer {
     }
     // 7. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
     const last = { lastOnly: true };
+    b.section("output");
     b.rmsNorm(s.x, v.outputNorm, s.xb, c.hidden, c.eps, last);
     project(output, s.xb, c.hidden, s.xq, s.logits, true);
     if (c.finalSoftcap > 0) b.softcap(s.logits, c.vocab, c.finalSoftcap, last);
@@ -663,6 +667,28 @@ export class Transformer {
       this.#plan.run(ids.subarray(i, Math.min(ids.length, i + this.batch)), pos + i);
     }
     return this.#readLogits();
+  }
+
+  /**
+   * Runs one token at position `pos` like {@link forward}, one section of
+   * the plan at a time (the embedding, each layer's attention and FFN, the
+   * output), on the pool, and returns each section's wall time in
+   * milliseconds with the logits. Identical results to {@link forward};
+   * the timings include one FFI call per section (a few microseconds).
+   */
+  profile(
+    token: number,
+    pos: number,
+  ): { sections: { name: string; ms: number }[]; logits: Float32Array } {
+    this.#checkToken(token);
+    this.#checkPositions(pos, 1);
+    this.#one[0] = token;
+    const sections = this.#plan.sections.map((x) => {
+      const t0 = performance.now();
+      this.#plan.runOps(this.#one, pos, x.first, x.last);
+      return { name: x.name, ms: performance.now() - t0 };
+    });
+    return { sections, logits: this.#readLogits() };
   }
 
   /**

@@ -51,7 +51,7 @@ async function onTerminal(args: string, env: Record<string, string> = {}): Promi
 
 const haveScript = await have("script");
 const ESC = "\x1b[";
-const SMOLLM2 = `${ROOT}cache/models/smollm2-135m-instruct.Q4_0.gguf`;
+const SMOLLM2 = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
 const RANDOM_1B = `${ROOT}cache/models/random-llama-3.2-1b-geometry-s1.Q4_0.gguf`;
 const exists = (p: string) => {
   try {
@@ -172,8 +172,7 @@ Deno.test({
       const args = `generate --model ${SMOLLM2} --prompt hi --max-tokens 2 --temperature 0`;
       const tty = await onTerminal(args, { CFLOW_CACHE: cache });
       assert.equal(tty.code, 0, tty.stdout);
-      assert.match(tty.stdout, /\rconverting \[#{30}\] 100% 77\.1\/77\.1 MB/);
-      assert.doesNotMatch(tty.stdout, /loading \[/, "packing SmolLM2 is too quick for a bar");
+      assert.match(tty.stdout, /\rconverting \[#{30}\] 100% \d+\.\d\/\d+\.\d MB/);
       const again = await cflow(args.split(" "), { CFLOW_CACHE: cache });
       assert.equal(again.code, 0, again.stderr);
       assert.doesNotMatch(again.stderr, /\[[#.]+\]|\r/, "no bars when piped");
@@ -182,6 +181,13 @@ Deno.test({
     }
   },
 });
+
+if (!exists(RANDOM_1B)) {
+  console.warn(
+    "cli_help_test: the packing progress bar test is ignored: it needs the 1B benchmark model " +
+      "(./dev task bench:vs-llama makes it; SmolLM2 packs too fast for a bar)",
+  );
+}
 
 Deno.test({
   name: "progress bar: packing a 1B model at load, on a terminal",

@@ -147,6 +147,9 @@ const EXPECT: Record<string, (nb: Notebook) => void> = {
     assert.equal((svg.match(/<rect /g) ?? []).length, 64, "one bar per decoded token");
     assert.match(mime(nb, "decode-latency", "text/markdown").join(""), /median/);
     assert.match(mime(nb, "prefill", "text/markdown").join(""), /\| 256 \|/);
+    const layers = mime(nb, "layers", "image/svg+xml").join("");
+    assert.equal((layers.match(/<rect /g) ?? []).length, 60, "attention and FFN of 30 layers");
+    assert.match(mime(nb, "layers", "text/markdown").join(""), /\| FFN, 30 layers \| \d/);
     const scope = nb.cells.find((c) => c.id === "scope");
     assert.match(joined(scope?.source), /mixture-of-experts/);
   },

@@ -110,6 +110,25 @@ Deno.test({
               sameBits(b.forward(42, PROMPT.length).slice(), a.forward(42, PROMPT.length), label);
             },
           );
+          await t.step(`${label}: profiling section by section gives forward's logits`, () => {
+            openKernels({ threads: 2 });
+            using a = Transformer.load(path, { packed, contextLength: 256 });
+            using b = Transformer.load(path, { packed, contextLength: 256 });
+            a.prefill(PROMPT.slice(0, 20), 0);
+            b.prefill(PROMPT.slice(0, 20), 0);
+            const want = a.forward(42, 20).slice();
+            const { sections, logits } = b.profile(42, 20);
+            sameBits(logits.slice(), want, label);
+            const layers = a.config.layers;
+            assert.equal(sections.length, 2 + 2 * layers);
+            assert.equal(sections[0].name, "embedding");
+            assert.equal(sections[1].name, "layer 0 attention");
+            assert.equal(sections[2 * layers].name, `layer ${layers - 1} ffn`);
+            assert.equal(sections.at(-1)!.name, "output");
+            assert.ok(sections.every((x) => x.ms >= 0 && Number.isFinite(x.ms)));
+            // And the next token continues identically.
+            sameBits(b.forward(7, 21).slice(), a.forward(7, 21), label);
+          });
           await t.step(`${label}: 1 and 2 threads give identical logits`, () => {
             openKernels({ threads: 1 });
             using model = Transformer.load(path, { packed, contextLength: 256 });

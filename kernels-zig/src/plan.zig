@@ -457,6 +457,13 @@ pub fn destroy(handle: i32) i32 {
 
 /// Runs a plan over tokens at positions [pos, pos + tokens.len).
 pub fn run(env: Env, handle: i32, tokens: []const u32, pos: u32) i32 {
+    return runOps(env, handle, tokens, pos, 0, std.math.maxInt(u32));
+}
+
+/// Runs operations [first, last) of a plan (`last` clamped to the plan's
+/// count), for profiling: running a plan's operations in consecutive ranges
+/// does exactly what one run does.
+pub fn runOps(env: Env, handle: i32, tokens: []const u32, pos: u32, first: u32, last: u32) i32 {
     const p = blk: {
         plans_lock.lock();
         defer plans_lock.unlock();
@@ -474,9 +481,12 @@ pub fn run(env: Env, handle: i32, tokens: []const u32, pos: u32) i32 {
         const status = memory.checkFile(h);
         if (status != Status.ok.code()) return status;
     }
+    const n_ops = p.ops.len / op_words;
+    const end: usize = @min(@as(usize, last), n_ops);
+    if (first > end) return Status.range.code();
     const ex = Exec{ .env = env, .p = p, .tokens = tokens, .pos = pos };
-    var i: usize = 0;
-    while (i < p.ops.len) : (i += op_words) {
+    var i: usize = @as(usize, first) * op_words;
+    while (i < end * op_words) : (i += op_words) {
         if (p.cancel.load(.acquire) != 0) return Status.cancelled.code();
         ex.op(p.ops[i..][0..op_words]) catch |e| return statusOf(e);
     }

@@ -669,6 +669,18 @@ export fn cf_plan_run(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, p
     return plan.run(.{ .t = t, .run = runner }, handle, toks, pos);
 }
 
+/// int32_t cf_plan_run_ops(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos,
+///     uint32_t first, uint32_t last)
+///
+/// Runs operations [first, last) of the plan (last is clamped to the plan's
+/// operation count) on the pool; a profiler times consecutive ranges.
+export fn cf_plan_run_ops(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, pos: u32, first: u32, last: u32) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (n_tokens == 0 or n_tokens > plan.max_batch) return Status.invalid_arg.code();
+    const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
+    return plan.runOps(.{ .t = t, .run = &runPooled }, handle, toks, pos, first, last);
+}
+
 fn runInline(job: pool_mod.Job) void {
     if (job.items > 0) job.run(job.ctx, 0, job.items);
 }
