@@ -193,7 +193,11 @@ export interface Tokenizer {
    */
   readonly eogIds: readonly number[];
   /**
-   * Token ids of `text`.
+   * Token ids of `text`. Text the vocabulary cannot spell is handled as
+   * llama.cpp handles it: a byte-level BPE vocabulary without a token for
+   * some byte drops that byte (SmolLM2 lacks 21 of the 256), and a
+   * SentencePiece vocabulary without the `<0xNN>` byte token a character
+   * needs throws a `RangeError` naming the byte (llama.cpp aborts).
    *
    * @example
    * ```ts
