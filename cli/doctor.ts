@@ -1,7 +1,8 @@
 /**
  * `cflow doctor`: what cflow runs on. Deno and Zig versions, CPU features,
- * the kernel variants this CPU supports and the active one, the library
- * path, threads, and the permissions the process holds.
+ * the kernel variants this CPU supports and the active one, the backend
+ * (the native library over FFI, or its WebAssembly build) and its path,
+ * threads, and the permissions the process holds.
  *
  * @module
  */
@@ -25,6 +26,10 @@ export interface DoctorReport {
   zig: { version: string; build: string };
   cpu: { model: string; features: string[]; physicalCores: number };
   kernels: {
+    /** "native": the shared library over FFI; "wasm": the WebAssembly build (no FFI). */
+    backend: "native" | "wasm";
+    /** Why the native library is not used, when the fallback engaged by itself. */
+    fallbackReason?: string;
     library: string;
     variant: VariantName;
     variantSource: string;
@@ -32,7 +37,8 @@ export interface DoctorReport {
     disabledFeatures: string[];
   };
   threads: { count: number; source: string };
-  permissions: { ffi: "unscoped" | "kernel library only" };
+  /** FFI as granted: "not used" with the WebAssembly kernels under a scoped or no grant. */
+  permissions: { ffi: "unscoped" | "kernel library only" | "not used" };
 }
 
 /**
@@ -73,6 +79,8 @@ export function diagnose(options: KernelOptions): DoctorReport {
       physicalCores: k.physicalCores(),
     },
     kernels: {
+      backend: k.backend,
+      ...(k.fallbackReason === undefined ? {} : { fallbackReason: k.fallbackReason }),
       library: k.libraryPath,
       variant: k.variant,
       variantSource,
@@ -83,7 +91,9 @@ export function diagnose(options: KernelOptions): DoctorReport {
     permissions: {
       ffi: Deno.permissions.querySync({ name: "ffi" }).state === "granted"
         ? "unscoped"
-        : "kernel library only",
+        : k.backend === "native"
+        ? "kernel library only"
+        : "not used",
     },
   };
 }
@@ -108,6 +118,11 @@ export function formatReport(r: DoctorReport): string {
     `features    ${r.cpu.features.join(" ")}`,
     `variants    ${variants.join(", ")}`,
     `kernel      ${r.kernels.variant} (${r.kernels.variantSource})`,
+    `backend     ${
+      r.kernels.backend === "native"
+        ? "native library (FFI)"
+        : `WebAssembly, no threads (${r.kernels.fallbackReason ?? "forced by CFLOW_KERNELS"})`
+    }`,
     `library     ${r.kernels.library}`,
     `threads     ${r.threads.count} (${r.threads.source})`,
     `ffi         ${r.permissions.ffi}`,

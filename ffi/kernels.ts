@@ -12,7 +12,14 @@
  */
 
 import { KernelError, KernelLoadError } from "./errors.ts";
-import { type OpenedLibrary, openLibrary, readEnv } from "./loader.ts";
+import {
+  type KernelBackend,
+  openBackend,
+  type OpenedLibrary,
+  openWasm,
+  readEnv,
+} from "./loader.ts";
+import type { WasmLibrary } from "./wasm_backend.ts";
 import {
   CPU_FEATURES,
   type CpuFeature,
@@ -226,8 +233,14 @@ function weightBlockBytes(type: WeightType): number {
  */
 export class Kernels {
   readonly #s: KernelSymbols;
-  /** Path of the loaded library. */
+  /** Path of the loaded library (or of the `.wasm` build). */
   readonly libraryPath: string;
+  /** Which build runs the kernels: native (FFI) or WebAssembly. */
+  readonly backend: KernelBackend;
+  /** Why the native library is not used, when the fallback engaged by itself. */
+  readonly fallbackReason: string | undefined;
+  /** @internal The WebAssembly instance (wasm backend only); ffi/ only. */
+  readonly wasm: WasmLibrary | undefined;
   #sources: { variant: SettingSource; threads: SettingSource } = {
     variant: "default",
     threads: "default",
@@ -240,6 +253,9 @@ export class Kernels {
   constructor(opened: OpenedLibrary) {
     this.#s = opened.lib.symbols;
     this.libraryPath = opened.path;
+    this.backend = opened.backend ?? "native";
+    this.fallbackReason = opened.fallbackReason;
+    this.wasm = opened.wasm;
   }
 
   /** @internal The raw symbols, for the other ffi/ modules only. */
@@ -341,8 +357,13 @@ export class Kernels {
     );
   }
 
-  /** Peak resident set size of this process in bytes (getrusage). */
+  /**
+   * Peak resident set size of this process in bytes (getrusage). The wasm
+   * build cannot ask the OS: there it is the current RSS, which linear
+   * memory (never shrinking) keeps close to the peak.
+   */
   peakRss(): number {
+    if (this.backend === "wasm") return Deno.memoryUsage().rss;
     return Number(this.#s.cf_peak_rss());
   }
 
@@ -561,11 +582,31 @@ let opened: Kernels | undefined;
  */
 export function openKernels(options?: KernelOptions): Kernels {
   if (opened === undefined) {
-    const k = new Kernels(openLibrary());
+    const k = new Kernels(openBackend());
     k.configure(options);
     opened = k;
     return k;
   }
   if (options !== undefined) opened.configure(options);
   return opened;
+}
+
+/**
+ * A separate instance of the WebAssembly kernels, configured, beside the
+ * process's {@link openKernels} one (to compare the two backends in one
+ * process). Regions, plans and `tilesMatvec` go through {@link openKernels}
+ * only; this instance serves the array kernels (quantize, dot, matvec, the
+ * float kernels).
+ *
+ * @example
+ * ```ts ignore
+ * import { openWasmKernels } from "./kernels.ts";
+ * const w = openWasmKernels();
+ * console.log(w.backend, w.variant); // "wasm" "scalar"
+ * ```
+ */
+export function openWasmKernels(options?: KernelOptions, path?: string): Kernels {
+  const k = new Kernels(openWasm(path));
+  k.configure(options);
+  return k;
 }

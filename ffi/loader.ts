@@ -1,13 +1,21 @@
 /**
- * Finds and opens `libcflow_kernels.so`. The one place that calls
- * `Deno.dlopen`: first `CFLOW_KERNELS` when set, then the local build under
+ * Finds and opens the kernels. The one place that calls `Deno.dlopen`:
+ * first `CFLOW_KERNELS` when set, then the local build under
  * `kernels-zig/zig-out/lib/`. A failure names every path tried.
+ *
+ * {@link openBackend} picks the backend: the native library when FFI is
+ * permitted for it and it loads, else the WebAssembly build of the same
+ * kernels (`wasm_backend.ts`), with a one-line notice on stderr.
+ * `CFLOW_KERNELS=wasm` (or a path ending in `.wasm`) forces WebAssembly; a
+ * `CFLOW_KERNELS` naming a native library is used or refused, never
+ * replaced.
  *
  * @module
  */
 
 import { KernelLoadError } from "./errors.ts";
-import { ABI_VERSION, symbols } from "./symbols.ts";
+import { ABI_VERSION, type KernelSymbols, symbols } from "./symbols.ts";
+import { localWasmPath, openWasmLibrary, type WasmLibrary } from "./wasm_backend.ts";
 
 /** File name of the kernel library. */
 export const LIBRARY_FILE = "libcflow_kernels.so";
@@ -71,10 +79,94 @@ export function libraryCandidates(): string[] {
  * ```
  */
 export interface OpenedLibrary {
-  /** The dlopen handle. */
-  lib: Deno.DynamicLibrary<typeof symbols>;
+  /** The dlopen handle (or the WebAssembly instance's equivalent). */
+  lib: { readonly symbols: KernelSymbols; close(): void };
   /** The path it was loaded from. */
   path: string;
+  /** Which build runs the kernels ("native" when absent). */
+  backend?: KernelBackend;
+  /** The WebAssembly instance, for the wasm backend. */
+  wasm?: WasmLibrary;
+  /** Why the native library is not used, when it was not forced away. */
+  fallbackReason?: string;
+}
+
+/**
+ * Which build runs the kernels: the native shared library (FFI) or the
+ * WebAssembly one (no FFI).
+ *
+ * @example
+ * ```ts
+ * import type { KernelBackend } from "./loader.ts";
+ * const b: KernelBackend = "wasm";
+ * ```
+ */
+export type KernelBackend = "native" | "wasm";
+
+/**
+ * The `.wasm` path `CFLOW_KERNELS` asks for: `wasm` means the local build, a
+ * path ending in `.wasm` that file; undefined for anything else.
+ *
+ * @example
+ * ```ts
+ * import { wasmRequested } from "./loader.ts";
+ * console.log(wasmRequested("wasm")?.endsWith("cflow_kernels.wasm")); // true
+ * console.log(wasmRequested("/x/libcflow_kernels.so")); // undefined
+ * ```
+ */
+export function wasmRequested(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (value.trim() === "wasm") return localWasmPath();
+  return value.endsWith(".wasm") ? value : undefined;
+}
+
+/**
+ * Opens the WebAssembly build at `path`.
+ *
+ * @example
+ * ```ts ignore
+ * import { openWasm } from "./loader.ts";
+ * const { lib } = openWasm();
+ * console.log(lib.symbols.cf_abi_version());
+ * ```
+ */
+export function openWasm(path: string = localWasmPath(), fallbackReason?: string): OpenedLibrary {
+  const wasm = openWasmLibrary(path);
+  return { lib: wasm, path, backend: "wasm", wasm, fallbackReason };
+}
+
+/**
+ * Opens the kernels: `CFLOW_KERNELS` when set (a `.wasm` build or a native
+ * library), else the local native library when FFI is permitted for it and
+ * it loads, else the local WebAssembly build, saying why on stderr.
+ *
+ * @example
+ * ```ts ignore
+ * import { openBackend } from "./loader.ts";
+ * const opened = openBackend();
+ * console.log(opened.backend, opened.path);
+ * ```
+ */
+export function openBackend(): OpenedLibrary {
+  const override = readEnv("CFLOW_KERNELS");
+  const forcedWasm = wasmRequested(override);
+  if (forcedWasm !== undefined) return openWasm(forcedWasm);
+  if (override !== undefined) return { ...openLibrary([override]), backend: "native" };
+  const path = localLibraryPath();
+  let reason: string;
+  if (Deno.permissions.querySync({ name: "ffi", path }).state !== "granted") {
+    reason = "FFI is not permitted";
+  } else {
+    try {
+      return { ...openLibrary([path]), backend: "native" };
+    } catch (error) {
+      if (!(error instanceof KernelLoadError)) throw error;
+      reason = error.message;
+    }
+  }
+  const opened = openWasm(localWasmPath(), reason);
+  console.error(`cflow: native kernels not used (${reason}); running the WebAssembly build`);
+  return opened;
 }
 
 /**

@@ -71,15 +71,31 @@ export abstract class MemoryRegion {
 
   /**
    * A zero-copy view of the bytes (needs unscoped `--allow-ffi`); empty once
-   * the region is closed.
+   * the region is closed. With the WebAssembly kernels it is a view of
+   * linear memory (no FFI needed), made afresh on each access: it stays
+   * valid only until the next kernel call that allocates (growing memory
+   * detaches it, to length 0), and is not detached when the region closes.
    */
   get bytes(): Uint8Array {
+    if (this.closed) return new Uint8Array(0);
+    const wasm = openKernels().wasm;
+    if (wasm !== undefined) return wasm.view(this.#address, this.size);
     return new Uint8Array(this.buffer);
   }
 
-  /** The underlying ArrayBuffer (detached once closed). */
+  /**
+   * The underlying ArrayBuffer (detached once closed). Not available with
+   * the WebAssembly kernels (the region is part of one linear memory): use
+   * {@link bytes} or {@link read}.
+   */
   get buffer(): ArrayBuffer {
     if (this.closed) return new ArrayBuffer(0);
+    if (openKernels().wasm !== undefined) {
+      throw new TypeError(
+        `${this.constructor.name}.buffer: the WebAssembly kernels have no per-region buffer; ` +
+          "use bytes (a view of wasm memory) or read(offset, length)",
+      );
+    }
     if (this.#buffer === undefined) {
       if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") {
         throw new Deno.errors.NotCapable(
@@ -210,7 +226,9 @@ export class MappedFile extends MemoryRegion {
 
 /**
  * Maps a regular file read-only. Throws a KernelError naming the path and
- * the errno when it cannot be opened or mapped.
+ * the errno when it cannot be opened or mapped. With the WebAssembly
+ * kernels the file is copied into wasm memory instead (it costs its size in
+ * memory, and later changes to the file are not seen).
  *
  * @example
  * ```ts ignore
@@ -234,8 +252,14 @@ export function mapFile(path: string): MappedFile {
   if (permission.state !== "granted") {
     throw new Deno.errors.NotCapable(`mapFile: read access to "${path}" was not granted`);
   }
+  const k = openKernels();
+  if (k.wasm !== undefined) {
+    // No mmap in WebAssembly: a private copy, read in bounded chunks.
+    const m = k.wasm.mapFile(path);
+    return new MappedFile(path, m.handle, m.address, m.size);
+  }
   const out = new BigUint64Array(2);
-  const handle = openKernels().symbols.cf_map_file(encoded, BigInt(encoded.length), out);
+  const handle = k.symbols.cf_map_file(encoded, BigInt(encoded.length), out);
   if (handle <= 0) throw new KernelError("cf_map_file", handle, path);
   return new MappedFile(path, handle, out[0], out[1]);
 }

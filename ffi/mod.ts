@@ -15,13 +15,24 @@
  */
 
 export { describeStatus, KernelError, KernelLoadError } from "./errors.ts";
-export { libraryCandidates, localLibraryPath, openLibrary, readEnv } from "./loader.ts";
-export type { OpenedLibrary } from "./loader.ts";
+export {
+  libraryCandidates,
+  localLibraryPath,
+  openBackend,
+  openLibrary,
+  openWasm,
+  readEnv,
+  wasmRequested,
+} from "./loader.ts";
+export type { KernelBackend, OpenedLibrary } from "./loader.ts";
+export { localWasmPath, openWasmLibrary, WASM_FILE } from "./wasm_backend.ts";
+export type { WasmLibrary } from "./wasm_backend.ts";
 export {
   kernelOptionsFromEnv,
   Kernels,
   MAX_THREADS,
   openKernels,
+  openWasmKernels,
   parseFeatures,
   parseThreads,
   parseVariant,

@@ -153,3 +153,19 @@ Deno.test("packing checks its input and destination", () => {
   assert.equal(actRowBytes(32), 64);
   run.region.close();
 });
+
+Deno.test("a run that quantizes a NaN stops with nonfinite", () => {
+  const { run } = f32Run();
+  const nan = new Float32Array([NaN]);
+  run.region.write(16 + 128 * 2 + 4 * 5, new Uint8Array(nan.buffer)); // token 2, column 5
+  using ws = allocAligned(8192, 64);
+  const b = new PlanBuilder();
+  const x = { offset: 0, stride: 128 };
+  b.embed(run, x, 1);
+  b.quantize(x, 32, { offset: 1024, stride: actRowBytes(32) });
+  const plan = b.build(ws, 4, 16);
+  assert.equal(status(() => plan.run(new Uint32Array([1, 3]), 0)), STATUS.OK);
+  assert.equal(status(() => plan.run(new Uint32Array([1, 2]), 0)), STATUS.NONFINITE);
+  plan.close();
+  run.region.close();
+});

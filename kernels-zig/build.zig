@@ -5,7 +5,13 @@
 //! for the host CPU (`-mcpu=native`).
 //!
 //!   zig build -Doptimize=ReleaseFast   the shipped library (zig-out/lib)
+//!   zig build wasm                     the WebAssembly fallback (zig-out/wasm)
 //!   zig build test                     every test, in Debug and ReleaseSafe
+//!
+//! The wasm fallback is the same root and the same scalar kernel source
+//! built for wasm32-freestanding with simd128 (no threads, no mmap, no
+//! cpuid: see root.zig); ffi/wasm_backend.ts runs it where FFI is not
+//! permitted or no native build fits.
 
 const std = @import("std");
 
@@ -76,6 +82,44 @@ fn rootModule(b: *std.Build, optimize: std.builtin.OptimizeMode) *std.Build.Modu
     return m;
 }
 
+fn wasmQuery() std.Target.Query {
+    return .{
+        .cpu_arch = .wasm32,
+        .os_tag = .freestanding,
+        .cpu_model = .{ .explicit = &std.Target.wasm.cpu.generic },
+        .cpu_features_add = std.Target.wasm.featureSet(&.{ .simd128, .bulk_memory, .nontrapping_fptoint, .sign_ext }),
+    };
+}
+
+/// cflow_kernels.wasm: root.zig (the same exports) with the scalar variant
+/// object, ReleaseFast, single-threaded.
+fn wasmModule(b: *std.Build, optimize: std.builtin.OptimizeMode) *std.Build.Step.Compile {
+    const target = b.resolveTargetQuery(wasmQuery());
+    const opts = b.addOptions();
+    opts.addOption(u32, "variant", @intFromEnum(Variant.scalar));
+    const kernels = b.createModule(.{
+        .root_source_file = b.path("src/variant.zig"),
+        .target = target,
+        .optimize = optimize,
+        .single_threaded = true,
+    });
+    kernels.addOptions("variant_options", opts);
+    const root = b.createModule(.{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = optimize,
+        .single_threaded = true,
+    });
+    root.addObject(b.addObject(.{ .name = "cflow_scalar", .root_module = kernels }));
+    const exe = b.addExecutable(.{ .name = "cflow_kernels", .root_module = root });
+    exe.entry = .disabled;
+    exe.rdynamic = true;
+    // A wasm32 address space is 4 GiB; memory grows on demand up to it.
+    exe.max_memory = 4 << 30;
+    exe.stack_size = 1 << 20;
+    return exe;
+}
+
 pub fn build(b: *std.Build) void {
     const optimize = b.option(std.builtin.OptimizeMode, "optimize", "Build mode of the library (default ReleaseFast, what ships)") orelse .ReleaseFast;
 
@@ -86,10 +130,24 @@ pub fn build(b: *std.Build) void {
     });
     b.installArtifact(lib);
 
+    const wasm_step = b.step("wasm", "Build the WebAssembly fallback into zig-out/wasm/cflow_kernels.wasm (ReleaseFast)");
+    const wasm = wasmModule(b, .ReleaseFast);
+    wasm_step.dependOn(&b.addInstallArtifact(wasm, .{ .dest_dir = .{ .override = .{ .custom = "wasm" } } }).step);
+
     const test_step = b.step("test", "Run every Zig test in Debug and ReleaseSafe");
     for ([_]std.builtin.OptimizeMode{ .Debug, .ReleaseSafe }) |mode| {
         const root_tests = b.addTest(.{ .name = b.fmt("root-{s}", .{@tagName(mode)}), .root_module = rootModule(b, mode) });
         test_step.dependOn(&b.addRunArtifact(root_tests).step);
+        // The wasm build's expf against this machine's glibc, and the wasm
+        // root compiling at all (it is not run here: ffi/wasm_backend_test.ts).
+        const expf_tests = b.addTest(.{ .name = b.fmt("expf-{s}", .{@tagName(mode)}), .root_module = b.createModule(.{
+            .root_source_file = b.path("src/expf.zig"),
+            .target = b.resolveTargetQuery(baseQuery()),
+            .optimize = mode,
+            .link_libc = true,
+        }) });
+        test_step.dependOn(&b.addRunArtifact(expf_tests).step);
+        test_step.dependOn(&wasmModule(b, mode).step);
         for (std.enums.values(Variant)) |v| {
             if (!hostRuns(b, v)) {
                 std.log.warn("skipping {s} kernel tests: this CPU cannot run them", .{@tagName(v)});

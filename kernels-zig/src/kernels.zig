@@ -22,6 +22,23 @@ const BlockQ4_0 = abi.BlockQ4_0;
 pub const Variant = abi.Variant;
 pub const variant: Variant = @enumFromInt(options.variant);
 
+/// The wasm32 build compiles the scalar variant of this file (`zig build
+/// wasm`): the same float loops in the same order, so the same float
+/// results; only the exact integer block dots use simd128 (`wasmDotQ*`).
+const is_wasm = builtin.cpu.arch == .wasm32;
+
+comptime {
+    if (is_wasm) assert(variant == .scalar);
+}
+
+/// e^x. Natively `@exp`, which calls the process's `expf` (glibc's, under
+/// Deno). In wasm `@exp` would call compiler_rt's, a different algorithm;
+/// `expf.zig` is a port of glibc's, bit-identical to it.
+inline fn exp(x: anytype) @TypeOf(x) {
+    if (is_wasm and @TypeOf(x) == f32) return @import("expf.zig").expf(x);
+    return @exp(x);
+}
+
 /// f32 lanes used by the float kernels of this variant.
 const lanes: usize = switch (variant) {
     .scalar => 1,
@@ -32,11 +49,11 @@ const lanes: usize = switch (variant) {
 comptime {
     const has = std.Target.x86.featureSetHas;
     const f = builtin.cpu.features;
-    switch (variant) {
+    if (!is_wasm) switch (variant) {
         .scalar => {},
         .avx2 => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c)),
         .avx512vnni => assert(has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512vnni)),
-    }
+    };
 }
 
 // ---------------------------------------------------------------------------
@@ -44,14 +61,38 @@ comptime {
 // variant exports exactly these.
 // ---------------------------------------------------------------------------
 
+/// Integer dot of 32 weights and 32 activations with simd128 (wasm32 only):
+/// i8 x i8 products widened to i16 are exact and pairwise sums into i32
+/// lanes (`i32x4.dot_i16x8_s`) are exact, so the result is the scalar loop's
+/// in any order.
+inline fn wasmDotQ8_0(w: *const [32]i8, x: *const [32]i8) i32 {
+    const a: @Vector(32, i16) = @as(@Vector(32, i8), w.*);
+    const b: @Vector(32, i16) = @as(@Vector(32, i8), x.*);
+    const p: @Vector(32, i32) = @as(@Vector(32, i32), a) * @as(@Vector(32, i32), b);
+    return @reduce(.Add, p);
+}
+
+inline fn wasmDotQ4_0(w: *const [16]u8, x: *const [32]i8) i32 {
+    const q: @Vector(16, u8) = w.*;
+    const lo: @Vector(16, i16) = @as(@Vector(16, i16), q & @as(@Vector(16, u8), @splat(15))) - @as(@Vector(16, i16), @splat(8));
+    const hi: @Vector(16, i16) = @as(@Vector(16, i16), q >> @splat(4)) - @as(@Vector(16, i16), @splat(8));
+    const xv: @Vector(32, i8) = x.*;
+    const xl: @Vector(16, i16) = std.simd.extract(xv, 0, 16);
+    const xh: @Vector(16, i16) = std.simd.extract(xv, 16, 16);
+    const p = @as(@Vector(16, i32), lo) * @as(@Vector(16, i32), xl) + @as(@Vector(16, i32), hi) * @as(@Vector(16, i32), xh);
+    return @reduce(.Add, p);
+}
+
 pub const scalar = struct {
     pub fn blockDotQ8_0(w: *const BlockQ8_0, x: *const BlockQ8_0) i32 {
+        if (is_wasm) return wasmDotQ8_0(&w.qs, &x.qs);
         var sum: i32 = 0;
         for (0..qk) |j| sum += @as(i32, w.qs[j]) * @as(i32, x.qs[j]);
         return sum;
     }
 
     pub fn blockDotQ4_0(w: *const BlockQ4_0, x: *const BlockQ8_0) i32 {
+        if (is_wasm) return wasmDotQ4_0(&w.qs, &x.qs);
         var sum: i32 = 0;
         for (0..qk / 2) |j| {
             const lo: i32 = @as(i32, w.qs[j] & 0x0f) - 8;
@@ -381,6 +422,7 @@ fn QLanes(comptime t: TileType) type {
             return if (t == .q4_0) lanesQ4_0x2(wa, wb, xa, xb) else lanesQ8_0x2(wa, wb, xa, xb);
         }
         fn scalarGroup(w: *const G, x: *const [32]i8) i32 {
+            if (is_wasm) return if (t == .q4_0) wasmDotQ4_0(w, x) else wasmDotQ8_0(w, x);
             var sum: i32 = 0;
             if (t == .q4_0) {
                 for (0..16) |j| {
@@ -695,7 +737,7 @@ pub fn attentionHead(
     }
     var sum: f32 = 0;
     for (first..n_pos) |j| {
-        const e = @exp(scores[j] - m);
+        const e = exp(scores[j] - m);
         scores[j] = e;
         sum += e;
     }
@@ -943,7 +985,7 @@ pub fn softmax(x: []f32) bool {
     if (std.math.isNegativeInf(m)) return false;
     var sum: f64 = 0;
     for (x) |*v| {
-        const e = @exp(v.* - m);
+        const e = exp(v.* - m);
         v.* = e;
         sum += e;
     }
@@ -1016,12 +1058,12 @@ inline fn activate(comptime T: type, comptime gate_kind: Gate, g: T) T {
         // teacher-forced agreement with llama.cpp from 96.3% to 94.1% (noise
         // of one ulp, amplified by Q8_0 activation rounding; see
         // tests/llamacpp_agreement_test.ts), so it is not used here.
-        .silu => return g / (one + @exp(-g)),
+        .silu => return g / (one + exp(-g)),
         // gelu_tanh(g) = 0.5 g (1 + tanh(z)) = g * sigmoid(2 z),
         // z = sqrt(2 / pi) * (g + 0.044715 g^3)
         .gelu => {
             const z = splatOf(T, 0.7978845608028654) * (g + splatOf(T, 0.044715) * g * g * g);
-            return g / (one + @exp(splatOf(T, -2.0) * z));
+            return g / (one + exp(splatOf(T, -2.0) * z));
         },
     }
 }

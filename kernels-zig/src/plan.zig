@@ -18,10 +18,33 @@
 
 const std = @import("std");
 const abi = @import("abi.zig");
-const memory = @import("memory.zig");
+const is_wasm = @import("builtin").cpu.arch == .wasm32;
+const memory = if (is_wasm) @import("memory_wasm.zig") else @import("memory.zig");
 const packing = @import("packing.zig");
-const pool_mod = @import("pool.zig");
+const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
+/// Plans' own small tables (ops, runs): libc's malloc natively, the wasm
+/// allocator in linear memory in the wasm32 build.
+const plan_allocator = if (is_wasm) std.heap.wasm_allocator else std.heap.c_allocator;
 const Table = @import("table.zig").Table;
+
+/// A flag a job sets through its context's const pointer. In the wasm32
+/// build (single-threaded) atomics become plain loads and stores, which the
+/// optimizer may then drop as writes through a const pointer; volatile ones
+/// it keeps.
+const Flag = if (is_wasm) struct {
+    raw: bool,
+    fn init(v: bool) @This() {
+        return .{ .raw = v };
+    }
+    fn store(self: *@This(), v: bool, comptime _: std.builtin.AtomicOrder) void {
+        const p: *volatile bool = &self.raw;
+        p.* = v;
+    }
+    fn load(self: *const @This(), comptime _: std.builtin.AtomicOrder) bool {
+        const p: *const volatile bool = &self.raw;
+        return p.*;
+    }
+} else std.atomic.Value(bool);
 
 const assert = std.debug.assert;
 const Status = abi.Status;
@@ -365,7 +388,7 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
     if (max_tokens == 0 or max_tokens > max_batch) return error.InvalidArg;
     if (context == 0 or context > max_context) return error.InvalidArg;
     if (!memory.isAlloc(ws_handle)) return error.Handle;
-    const gpa = std.heap.c_allocator;
+    const gpa = plan_allocator;
 
     const n_runs = runs_in.len / run_words;
     const runs = gpa.alloc(Run, n_runs) catch return error.NoMemory;
@@ -443,9 +466,9 @@ pub fn destroy(handle: i32) i32 {
     if (p.busy.load(.acquire)) return Status.busy.code();
     for (p.runs) |*r| memory.unpin(r.handle);
     memory.unpin(p.ws_handle);
-    std.heap.c_allocator.free(p.runs);
-    std.heap.c_allocator.free(p.ops);
-    std.heap.c_allocator.free(p.regions.ptr[0..p.runs.len]);
+    plan_allocator.free(p.runs);
+    plan_allocator.free(p.ops);
+    plan_allocator.free(p.regions.ptr[0..p.runs.len]);
     const generation = p.generation;
     p.* = .{ .generation = generation };
     return Status.ok.code();
@@ -651,7 +674,7 @@ const RowCtx = struct {
     ex: *const Exec,
     w: []const u32,
     row0: usize,
-    failed: std.atomic.Value(bool) = .init(false),
+    failed: Flag = .init(false),
 
     fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));

@@ -9,17 +9,24 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const abi = @import("abi.zig");
-const cpu = @import("cpu.zig");
-const memory = @import("memory.zig");
-const pool_mod = @import("pool.zig");
 const plan = @import("plan.zig");
 const Table = @import("table.zig").Table;
+
+/// The wasm32 build (`zig build wasm`) compiles this same root with three
+/// stand-ins: no cpuid (cpu_wasm.zig), no threads (pool_wasm.zig), regions
+/// in linear memory instead of mmap (memory_wasm.zig). Every export keeps
+/// its name, checks and status codes.
+pub const is_wasm = builtin.cpu.arch == .wasm32;
+const cpu = if (is_wasm) @import("cpu_wasm.zig") else @import("cpu.zig");
+const memory = if (is_wasm) @import("memory_wasm.zig") else @import("memory.zig");
+const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 
 const assert = std.debug.assert;
 const Status = abi.Status;
 const qk = abi.qk;
 
-const tables = [_]Table{
+/// Indexed by variant id - 1. wasm32 links the scalar object only.
+const tables = if (is_wasm) [_]Table{Table.bind("scalar")} else [_]Table{
     Table.bind("scalar"),
     Table.bind("avx2"),
     Table.bind("avx512vnni"),
@@ -140,6 +147,7 @@ export fn cf_variant_supported(variant: u32, disable_mask: u64) i32 {
 /// (getrusage ru_maxrss), 0 if unavailable. Deno cannot read /proc/self
 /// without full permissions, so the library reports it.
 export fn cf_peak_rss() u64 {
+    if (is_wasm) return 0; // the host reports it (ffi/wasm_backend.ts)
     const usage = std.posix.getrusage(std.posix.rusage.SELF);
     if (usage.maxrss <= 0) return 0;
     return @as(u64, @intCast(usage.maxrss)) * 1024;
@@ -393,10 +401,29 @@ fn gated(f: anytype, gate: ?*const anyopaque, up: ?*const anyopaque, out: ?*anyo
     return ok();
 }
 
+/// wasm32 has no 64-bit atomics and no threads: a u64 with the same calls.
+/// Volatile, because the job writes it through the context's const pointer.
+const PlainFold = struct {
+    raw: u64,
+    fn init(v: u64) PlainFold {
+        return .{ .raw = v };
+    }
+    fn fetchXor(self: *PlainFold, v: u64, comptime _: std.builtin.AtomicOrder) u64 {
+        const p: *volatile u64 = &self.raw;
+        const old = p.*;
+        p.* = old ^ v;
+        return old;
+    }
+    fn load(self: *const PlainFold, comptime _: std.builtin.AtomicOrder) u64 {
+        const p: *const volatile u64 = &self.raw;
+        return p.*;
+    }
+};
+
 const StreamCtx = struct {
     t: *const Table,
     p: [*]const u8,
-    fold: std.atomic.Value(u64) = .init(0),
+    fold: if (is_wasm) PlainFold else std.atomic.Value(u64) = .init(0),
 
     fn run(ctx: *const anyopaque, begin: usize, end: usize) void {
         const self: *StreamCtx = @constCast(@as(*const StreamCtx, @ptrCast(@alignCast(ctx))));
@@ -738,6 +765,44 @@ export fn cf_map_file(path: ?[*]const u8, path_len: usize, out: ?*anyopaque) i32
         o[1] = v.len;
     }
     return h;
+}
+
+/// int32_t cf_map_alloc(size_t len, uint64_t out[2]): wasm32 build only. A
+/// zeroed read-only region of len bytes (kind "map") that the host fills
+/// with a file's bytes before using the handle: the wasm stand-in for
+/// cf_map_file (memory_wasm.zig).
+fn cfMapAlloc(len: usize, out: ?*anyopaque) callconv(.c) i32 {
+    const o = typedMut(u64, out) catch |e| return statusOf(e);
+    var v: memory.View = undefined;
+    const h = memory.mapAlloc(len, &v);
+    if (h > 0) {
+        o[0] = v.ptr;
+        o[1] = v.len;
+    }
+    return h;
+}
+
+/// size_t cf_scratch(size_t len): wasm32 build only. The address of a
+/// 16-byte aligned area of at least len bytes that the host copies buffer
+/// arguments through (grown on demand, never shrunk); 0 when memory is out.
+fn cfScratch(len: usize) callconv(.c) usize {
+    const S = struct {
+        var area: []align(16) u8 = &.{};
+    };
+    if (len > S.area.len) {
+        const want = @max(len, 1 << 20);
+        const fresh = std.heap.wasm_allocator.alignedAlloc(u8, 16, want) catch return 0;
+        if (S.area.len > 0) std.heap.wasm_allocator.free(S.area);
+        S.area = fresh;
+    }
+    return @intFromPtr(S.area.ptr);
+}
+
+comptime {
+    if (is_wasm) {
+        @export(&cfMapAlloc, .{ .name = "cf_map_alloc" });
+        @export(&cfScratch, .{ .name = "cf_scratch" });
+    }
 }
 
 /// int32_t cf_alloc(size_t len, size_t alignment, uint64_t out[2]): zeroed,
