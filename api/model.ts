@@ -7,7 +7,7 @@
 
 import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
-import { openKernels } from "../ffi/mod.ts";
+import { openKernels, prepareKernels } from "../ffi/mod.ts";
 import type { ModelConfig, Transformer, TransformerOptions } from "../model/mod.ts";
 import {
   generate as generateTokens,
@@ -264,6 +264,7 @@ export class Model {
  */
 export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<Model> {
   const { quant, cache, threads, ...modelOptions } = options;
+  await prepareKernels();
   openKernels(threads === undefined ? undefined : { threads });
   const file = await resolveModel(path, { quant, cache });
   const { model, tokenizer } = openModel(file, modelOptions);

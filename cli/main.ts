@@ -13,7 +13,7 @@ import { diagnose, formatReport } from "./doctor.ts";
 import { FormatError } from "../formats/errors.ts";
 import { ChatTemplateError, NoChatTemplateError } from "../chat/mod.ts";
 import { formatInspect, inspectPath } from "../inspect/mod.ts";
-import { openKernels } from "../ffi/mod.ts";
+import { openKernels, prepareKernels } from "../ffi/mod.ts";
 import { runConvert } from "./convert.ts";
 import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "./generate.ts";
 import { runServe } from "./serve.ts";
@@ -196,6 +196,8 @@ function flag(p: Parsed, name: string): boolean {
 export async function main(args: string[]): Promise<number> {
   let command: string | undefined;
   try {
+    // Run from a registry, the kernels are chosen (and maybe fetched) first.
+    await prepareKernels();
     const p = parse(args);
     command = p.command;
     const { positionals } = p;

@@ -148,6 +148,7 @@ export function openWasm(path: string = localWasmPath(), fallbackReason?: string
  * ```
  */
 export function openBackend(): OpenedLibrary {
+  if (prepared !== undefined) return prepared;
   const override = readEnv("CFLOW_KERNELS");
   const forcedWasm = wasmRequested(override);
   if (forcedWasm !== undefined) return openWasm(forcedWasm);
@@ -167,6 +168,22 @@ export function openBackend(): OpenedLibrary {
   const opened = openWasm(localWasmPath(), reason);
   console.error(`cflow: native kernels not used (${reason}); running the WebAssembly build`);
   return opened;
+}
+
+let prepared: OpenedLibrary | undefined;
+
+/**
+ * Makes {@link openBackend} return `opened` (the kernels chosen
+ * asynchronously for a package loaded from a registry: remote_kernels.ts).
+ *
+ * @example
+ * ```ts ignore
+ * import { openWasm, setPreparedBackend } from "./loader.ts";
+ * setPreparedBackend(openWasm());
+ * ```
+ */
+export function setPreparedBackend(opened: OpenedLibrary): void {
+  prepared = opened;
 }
 
 /**

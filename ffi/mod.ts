@@ -25,7 +25,15 @@ export {
   wasmRequested,
 } from "./loader.ts";
 export type { KernelBackend, OpenedLibrary } from "./loader.ts";
-export { localWasmPath, openWasmLibrary, WASM_FILE } from "./wasm_backend.ts";
+export {
+  localWasmPath,
+  openWasmLibrary,
+  WASM_FILE,
+  wasmLibraryFromExports,
+} from "./wasm_backend.ts";
+export { prepareKernels } from "./remote_kernels.ts";
+export { DIST } from "./dist.ts";
+export type { DistFile, DistManifest } from "./dist.ts";
 export type { WasmLibrary } from "./wasm_backend.ts";
 export {
   kernelOptionsFromEnv,

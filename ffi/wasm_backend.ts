@@ -127,8 +127,27 @@ export function openWasmLibrary(path: string = localWasmPath()): WasmLibrary {
       cause: error,
     });
   }
-  const ex = instance.exports as Record<string, unknown>;
+  return wasmLibraryFromExports(instance.exports, path);
+}
+
+/**
+ * The same library over the exports of an instance made elsewhere: for
+ * example a `.wasm` file imported as a module (`await import(url)`), which
+ * is how a package loaded from JSR reaches the build it carries.
+ *
+ * @example
+ * ```ts ignore
+ * import { wasmLibraryFromExports } from "./wasm_backend.ts";
+ * const url = new URL("../dist/cflow_kernels.wasm", import.meta.url).href;
+ * const w = wasmLibraryFromExports(await import(url), url);
+ * ```
+ */
+export function wasmLibraryFromExports(exports: object, path: string): WasmLibrary {
+  const ex = exports as Record<string, unknown>;
   const memory = ex.memory as WebAssembly.Memory;
+  if (!(memory instanceof WebAssembly.Memory)) {
+    throw new KernelLoadError(`WebAssembly kernels ${path} export no memory`, [path]);
+  }
   const raw = (name: string): WasmFn => {
     const f = ex[name];
     if (typeof f !== "function") {
