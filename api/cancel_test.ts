@@ -6,15 +6,10 @@
  */
 import assert from "node:assert/strict";
 import { loadModel } from "../mod.ts";
+import { SMOLLM2_GGUF, smollm2Present } from "../tests/util/test_models.ts";
 
-const GGUF = new URL("../cache/models/smollm2-135m-instruct.Q4_1.gguf", import.meta.url).pathname;
-const present = (() => {
-  try {
-    return Deno.statSync(GGUF).isFile;
-  } catch {
-    return false;
-  }
-})();
+const GGUF = SMOLLM2_GGUF;
+const present = smollm2Present;
 
 Deno.test({
   name: "mod.ts: aborting during a long prompt stops the kernels early; the model is reused",

@@ -6,19 +6,14 @@
  */
 
 import { resolveModel } from "../runtime/model_store.ts";
+import { SMOLLM2_GGUF, smollm2Present } from "../tests/util/test_models.ts";
 import { type Server, type ServerOptions, startServer } from "./mod.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const GGUF = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
+const GGUF = SMOLLM2_GGUF;
 
 /** True when the test model has been fetched (tests that need it are ignored otherwise). */
-export const present: boolean = (() => {
-  try {
-    return Deno.statSync(GGUF).isFile;
-  } catch {
-    return false;
-  }
-})();
+export const present: boolean = smollm2Present;
 
 /** The converted model's path. */
 export async function model(): Promise<string> {

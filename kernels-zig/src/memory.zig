@@ -11,7 +11,6 @@ const c = std.c;
 
 pub const max_regions: usize = 4096;
 const index_bits = 12;
-const max_generation: u32 = (1 << (31 - index_bits)) - 1;
 /// Largest allocation accepted (1 TiB): above this the request is an error,
 /// not an attempt.
 pub const max_alloc_bytes: usize = 1 << 40;
@@ -54,6 +53,11 @@ const Region = struct {
 };
 
 var regions: [max_regions]Region = [_]Region{.{}} ** max_regions;
+const handles = @import("handles.zig").Table(Region, max_regions, index_bits, &regions);
+const handleOf = handles.handleOf;
+const lookup = handles.lookup;
+const claim = handles.claim;
+const nextGeneration = handles.nextGeneration;
 var lock: std.Thread.Mutex = .{};
 
 fn errno() i32 {
@@ -61,31 +65,9 @@ fn errno() i32 {
     return if (e > 0 and e < 4096) e else 5; // EIO when errno is not usable
 }
 
-fn handleOf(index: usize, generation: u32) i32 {
-    assert(index < max_regions and generation > 0 and generation <= max_generation);
-    return @intCast((generation << index_bits) | @as(u32, @intCast(index)));
-}
 
-fn lookup(handle: i32, kind: Kind) ?*Region {
-    if (handle <= 0) return null;
-    const h: u32 = @intCast(handle);
-    const index = h & (max_regions - 1);
-    const generation = h >> index_bits;
-    const r = &regions[index];
-    if (r.kind != kind or r.generation != generation) return null;
-    return r;
-}
 
-fn claim() ?usize {
-    for (&regions, 0..) |*r, i| {
-        if (r.kind == .free) return i;
-    }
-    return null;
-}
 
-fn nextGeneration(r: *const Region) u32 {
-    return if (r.generation >= max_generation) 1 else r.generation + 1;
-}
 
 pub const View = struct { ptr: usize, len: usize };
 

@@ -23,7 +23,6 @@ const assert = std.debug.assert;
 
 pub const max_regions: usize = 4096;
 const index_bits = 12;
-const max_generation: u32 = (1 << (31 - index_bits)) - 1;
 /// Largest allocation accepted: a wasm32 address space is 4 GiB.
 pub const max_alloc_bytes: usize = 3 << 30;
 pub const max_alignment: usize = 2 << 20;
@@ -51,33 +50,16 @@ const Region = struct {
 };
 
 var regions: [max_regions]Region = [_]Region{.{}} ** max_regions;
+const handles = @import("handles.zig").Table(Region, max_regions, index_bits, &regions);
+const handleOf = handles.handleOf;
+const lookup = handles.lookup;
+const claim = handles.claim;
+const nextGeneration = handles.nextGeneration;
 const gpa = std.heap.wasm_allocator;
 
-fn handleOf(index: usize, generation: u32) i32 {
-    assert(index < max_regions and generation > 0 and generation <= max_generation);
-    return @intCast((generation << index_bits) | @as(u32, @intCast(index)));
-}
 
-fn lookup(handle: i32, kind: Kind) ?*Region {
-    if (handle <= 0) return null;
-    const h: u32 = @intCast(handle);
-    const index = h & (max_regions - 1);
-    const generation = h >> index_bits;
-    const r = &regions[index];
-    if (r.kind != kind or r.generation != generation) return null;
-    return r;
-}
 
-fn claim() ?usize {
-    for (&regions, 0..) |*r, i| {
-        if (r.kind == .free) return i;
-    }
-    return null;
-}
 
-fn nextGeneration(r: *const Region) u32 {
-    return if (r.generation >= max_generation) 1 else r.generation + 1;
-}
 
 pub const View = struct { ptr: usize, len: usize };
 

@@ -842,6 +842,7 @@ test {
     _ = cpu;
     _ = memory;
     _ = pool_mod;
+    _ = @import("handles.zig");
 }
 
 test "exports validate before dispatching" {
