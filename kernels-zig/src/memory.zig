@@ -9,27 +9,17 @@ const abi = @import("abi.zig");
 const assert = std.debug.assert;
 const c = std.c;
 
-pub const max_regions: usize = 4096;
-const index_bits = 12;
+const common = @import("handles.zig");
+pub const max_regions = common.max_regions;
 /// Largest allocation accepted (1 TiB): above this the request is an error,
 /// not an attempt.
 pub const max_alloc_bytes: usize = 1 << 40;
-/// Largest alignment accepted for allocations (2 MiB, a huge page).
-pub const max_alignment: usize = 2 << 20;
-pub const max_path_bytes: usize = 4095;
+pub const max_alignment = common.max_alignment;
+pub const max_path_bytes = common.max_path_bytes;
 
-pub const Kind = enum(u8) { free, map, alloc };
+pub const Kind = common.Kind;
 
-/// madvise advice values accepted (Linux numbering).
-pub const Advice = enum(u32) {
-    normal = 0,
-    random = 1,
-    sequential = 2,
-    willneed = 3,
-    dontneed = 4,
-    /// Back with transparent huge pages where the kernel allows (allocations).
-    hugepage = 14,
-};
+pub const Advice = common.Advice;
 
 const Region = struct {
     kind: Kind = .free,
@@ -53,7 +43,7 @@ const Region = struct {
 };
 
 var regions: [max_regions]Region = [_]Region{.{}} ** max_regions;
-const handles = @import("handles.zig").Table(Region, max_regions, index_bits, &regions);
+const handles = common.Table(Region, &regions);
 const handleOf = handles.handleOf;
 const lookup = handles.lookup;
 const claim = handles.claim;
@@ -69,7 +59,7 @@ fn errno() i32 {
 
 
 
-pub const View = struct { ptr: usize, len: usize };
+pub const View = common.View;
 
 /// Maps a regular file read-only. Returns a handle (> 0) or a status code.
 pub fn mapFile(path: []const u8, out: *View) i32 {

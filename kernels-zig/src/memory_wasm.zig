@@ -21,23 +21,16 @@ const abi = @import("abi.zig");
 
 const assert = std.debug.assert;
 
-pub const max_regions: usize = 4096;
-const index_bits = 12;
+const common = @import("handles.zig");
+pub const max_regions = common.max_regions;
 /// Largest allocation accepted: a wasm32 address space is 4 GiB.
 pub const max_alloc_bytes: usize = 3 << 30;
-pub const max_alignment: usize = 2 << 20;
-pub const max_path_bytes: usize = 4095;
+pub const max_alignment = common.max_alignment;
+pub const max_path_bytes = common.max_path_bytes;
 
-pub const Kind = enum(u8) { free, map, alloc };
+pub const Kind = common.Kind;
 
-pub const Advice = enum(u32) {
-    normal = 0,
-    random = 1,
-    sequential = 2,
-    willneed = 3,
-    dontneed = 4,
-    hugepage = 14,
-};
+pub const Advice = common.Advice;
 
 const Region = struct {
     kind: Kind = .free,
@@ -50,7 +43,7 @@ const Region = struct {
 };
 
 var regions: [max_regions]Region = [_]Region{.{}} ** max_regions;
-const handles = @import("handles.zig").Table(Region, max_regions, index_bits, &regions);
+const handles = common.Table(Region, &regions);
 const handleOf = handles.handleOf;
 const lookup = handles.lookup;
 const claim = handles.claim;
@@ -61,7 +54,7 @@ const gpa = std.heap.wasm_allocator;
 
 
 
-pub const View = struct { ptr: usize, len: usize };
+pub const View = common.View;
 
 /// ENOSYS in Linux numbering, like every other `io_base - errno` status.
 const enosys = 38;
