@@ -106,6 +106,41 @@ function parseRaw(raw: string): { status: number; body: string } {
 // ---------------------------------------------------------------------------------------------
 
 Deno.test({
+  name: "abuse: a body that trickles in too slowly gets 408 JSON and frees the connection",
+  ignore: !present,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withServer({ limits: { bodyTimeoutMs: 300 } }, async (server) => {
+      const conn = await rawConnect(server);
+      try {
+        const t0 = performance.now();
+        // Promise 100 bytes, send 10, then nothing.
+        await conn.write(enc.encode(
+          "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" +
+            'content-length: 100\r\n\r\n{"prompt":',
+        ));
+        const raw = await rawRead(conn, 5000);
+        const ms = performance.now() - t0;
+        const { status, body } = parseRaw(raw);
+        assert.equal(status, 408, raw);
+        assert.equal(JSON.parse(body).error.code, "body_timeout");
+        assert.ok(ms < 3000, `answered after ${ms.toFixed(0)} ms`);
+      } finally {
+        conn.close();
+      }
+      // The server goes on; a prompt body that arrives in time is served.
+      const ok = await post(`${server.url}/v1/completions`, { prompt: "Hi", max_tokens: 1 });
+      assert.equal(ok.status, 200, await ok.text());
+    });
+    await assert.rejects(
+      () => withServer({ limits: { bodyTimeoutMs: 0 } }, async () => {}),
+      /limits\.bodyTimeoutMs 0 is not an integer/,
+    );
+  },
+});
+
+Deno.test({
   name: "abuse: oversized bodies get 413 JSON; a chunked body past the cap is cut off unread",
   ignore: !present,
   sanitizeOps: false,

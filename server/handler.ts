@@ -220,7 +220,7 @@ async function complete(
 
 async function chatCompletions(state: ServerState, request: Request): Promise<Response> {
   needJson(request);
-  const body = await readJsonBody(request, state.limits.maxBodyBytes);
+  const body = await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs);
   const r = validateChatRequest(body, state.limits, state.vocab, state.contextLength);
   if (state.chatTemplate === undefined) {
     throw new ApiError(400, "the model has no chat template: use /v1/completions", {
@@ -286,7 +286,7 @@ function finishChunks(
 
 async function completions(state: ServerState, request: Request): Promise<Response> {
   needJson(request);
-  const body = await readJsonBody(request, state.limits.maxBodyBytes);
+  const body = await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs);
   const r = validateCompletionRequest(body, state.limits, state.vocab, state.contextLength);
   const prompt = state.tokenizer.encode(r.prompt, { addSpecial: true, parseSpecial: false });
   const maxTokens = budget(state, prompt, r, "prompt");
@@ -336,7 +336,7 @@ async function route(state: ServerState, request: Request): Promise<Response> {
     "/tokenize": ["POST", async () => {
       needJson(request);
       const r = validateTokenizeRequest(
-        await readJsonBody(request, state.limits.maxBodyBytes),
+        await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs),
         state.limits,
       );
       return jsonResponse({
@@ -349,7 +349,7 @@ async function route(state: ServerState, request: Request): Promise<Response> {
     "/detokenize": ["POST", async () => {
       needJson(request);
       const ids = validateDetokenizeRequest(
-        await readJsonBody(request, state.limits.maxBodyBytes),
+        await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs),
         state.limits,
         state.tokenizer.vocabSize,
       );

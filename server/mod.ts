@@ -118,6 +118,12 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   if (options.apiKey !== undefined && options.apiKey.length === 0) {
     throw new RangeError("serve: the API key is empty");
   }
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  for (const [name, value] of Object.entries(limits)) {
+    if (!Number.isSafeInteger(value) || value < 1 || value > 0x7fff_ffff) {
+      throw new RangeError(`serve: limits.${name} ${value} is not an integer in [1, 2^31)`);
+    }
+  }
   openKernels();
   const slots: ModelSlot[] = [];
   try {
@@ -147,7 +153,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     contextLength: first.model.contextLength,
     modelId: options.modelId ?? options.model.split("/").pop()!,
     chatTemplate,
-    limits: { ...DEFAULT_LIMITS, ...options.limits },
+    limits,
     apiKeyHash: options.apiKey === undefined ? undefined : await sha256(options.apiKey),
     shutdown: shutdown.signal,
   };

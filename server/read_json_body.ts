@@ -11,8 +11,9 @@ import { ApiError } from "./api_error.ts";
  * Reads at most `limit` bytes of `request`'s body and parses them as JSON.
  *
  * @throws {ApiError} 413 when the body is larger than `limit` (by Content-Length or as read),
- * 400 when it is not valid UTF-8, not JSON, or holds a string (or key) with a lone surrogate
- * (`"\ud800"`: valid JSON, but no Unicode text; it would reach the tokenizer as U+FFFD).
+ * 408 when it has not all arrived within `timeoutMs`, 400 when it is not valid UTF-8, not JSON,
+ * or holds a string (or key) with a lone surrogate (`"\ud800"`: valid JSON, but no Unicode
+ * text; it would reach the tokenizer as U+FFFD).
  *
  * @example
  * ```ts
@@ -21,7 +22,11 @@ import { ApiError } from "./api_error.ts";
  * console.log(await readJsonBody(r, 1024)); // { a: 1 }
  * ```
  */
-export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
+export async function readJsonBody(
+  request: Request,
+  limit: number,
+  timeoutMs = 30_000,
+): Promise<unknown> {
   const declared = request.headers.get("content-length");
   if (declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > limit) {
     await request.body?.cancel().catch(() => {});
@@ -31,15 +36,31 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   let size = 0;
   if (request.body !== null) {
     const reader = request.body.getReader();
-    while (true) {
-      const r = await reader.read();
-      if (r.done) break;
-      size += r.value.length;
-      if (size > limit) {
-        await reader.cancel().catch(() => {});
-        throw tooLarge(limit);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), timeoutMs);
+    });
+    try {
+      while (true) {
+        const r = await Promise.race([reader.read(), late]);
+        if (r === "late") {
+          await reader.cancel().catch(() => {});
+          throw new ApiError(
+            408,
+            `the request body did not arrive within ${(timeoutMs / 1000).toFixed(1)} s`,
+            { code: "body_timeout" },
+          );
+        }
+        if (r.done) break;
+        size += r.value.length;
+        if (size > limit) {
+          await reader.cancel().catch(() => {});
+          throw tooLarge(limit);
+        }
+        chunks.push(r.value);
       }
-      chunks.push(r.value);
+    } finally {
+      clearTimeout(timer);
     }
   }
   const all = new Uint8Array(size);

@@ -20,6 +20,11 @@ import { ApiError } from "./api_error.ts";
 export interface RequestLimits {
   /** Largest request body in bytes. */
   maxBodyBytes: number;
+  /**
+   * Milliseconds a client has to send its whole body once the headers are in
+   * (408 beyond): a client trickling a body holds a connection, not forever.
+   */
+  bodyTimeoutMs: number;
   /** Most chat messages. */
   maxMessages: number;
   /** Longest message content or prompt, in UTF-16 code units. */
@@ -45,6 +50,7 @@ export interface RequestLimits {
  */
 export const DEFAULT_LIMITS: Readonly<RequestLimits> = Object.freeze({
   maxBodyBytes: 1 << 20,
+  bodyTimeoutMs: 30_000,
   maxMessages: 256,
   maxTextLength: 1 << 20,
   maxStop: 4,

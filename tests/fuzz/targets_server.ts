@@ -24,6 +24,7 @@ import { weirdJson } from "./targets_formats.ts";
 
 const SMALL_LIMITS: RequestLimits = {
   maxBodyBytes: 4096,
+  bodyTimeoutMs: 1000,
   maxMessages: 3,
   maxTextLength: 16,
   maxStop: 2,
