@@ -210,6 +210,22 @@ export fn cf_shutdown() void {
     active.store(0, .release);
 }
 
+/// Runs when the library is unloaded (Deno closes a library when the
+/// program that opened it ends, e.g. between test modules) and at process
+/// exit: the pool's workers run this library's code, so they are stopped
+/// and joined before it is unmapped. A worker left spinning would jump into
+/// unmapped memory (SIGSEGV).
+fn unload() callconv(.c) void {
+    cf_shutdown();
+}
+
+comptime {
+    if (!is_wasm) {
+        const entry: *const fn () callconv(.c) void = &unload;
+        @export(&entry, .{ .name = "cflow_unload_entry", .section = ".fini_array", .linkage = .strong, .visibility = .hidden });
+    }
+}
+
 fn runPooled(job: pool_mod.Job) void {
     if (pool_lock.tryLock()) {
         defer pool_lock.unlock();
