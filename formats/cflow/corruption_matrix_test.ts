@@ -7,18 +7,15 @@
  */
 
 import assert from "node:assert/strict";
-import { randomModel } from "../../tests/util/random_model.ts";
+import { randomModelBytes, resealTiled } from "../../tests/util/tiled_file.ts";
 import { bytesSource } from "../byte_source.ts";
 import { FormatError } from "../errors.ts";
-import { headerCrc } from "./container.ts";
-import { crc32 } from "./crc32.ts";
 import { readTiledFile } from "./reader.ts";
-import { memorySink, writeModel } from "./writer.ts";
 
 type Format = "cflow" | "vflow";
 
-async function write(format: Format, experts = 0): Promise<Uint8Array> {
-  const model = randomModel({
+function write(format: Format, experts = 0): Promise<Uint8Array> {
+  return randomModelBytes({
     hidden: 40,
     layers: 2,
     heads: 2,
@@ -30,10 +27,7 @@ async function write(format: Format, experts = 0): Promise<Uint8Array> {
     topK: experts > 0 ? 2 : undefined,
     expertFfn: experts > 0 ? 24 : undefined,
     seed: 11,
-  });
-  const sink = memorySink();
-  await writeModel(model, format, sink);
-  return sink.bytes();
+  }, format);
 }
 
 /** Where things are in a valid file. */
@@ -80,25 +74,6 @@ class Layout {
     }
     throw new Error(`no entry of kind ${kind} in section ${s}`);
   }
-}
-
-/** Recomputes every CRC the file carries, so only the edited field is wrong. */
-function reseal(bytes: Uint8Array, format: Format): void {
-  const l = new Layout(bytes, format);
-  if (format === "cflow") l.v.setUint32(76, headerCrc(bytes.subarray(0, 88)), true);
-  else l.v.setUint32(52, crc32(bytes.subarray(56, 64), crc32(bytes.subarray(0, 52))), true);
-  const table = l.table;
-  if (table % 8 !== 0 || table + 8 > bytes.length) return;
-  const count = l.sections;
-  if (table + 8 + 32 * count > bytes.length) return;
-  for (let i = 0; i < count; i++) {
-    const off = l.sectionOffset(i);
-    const len = l.sectionLength(i);
-    if (off + len <= bytes.length) {
-      l.v.setUint32(l.desc(i) + 24, crc32(bytes.subarray(off, off + len)), true);
-    }
-  }
-  l.v.setUint32(table + 4, crc32(bytes.subarray(table + 8, table + 8 + 32 * count)), true);
 }
 
 interface Case {
@@ -564,7 +539,7 @@ for (const format of BOTH) {
 Deno.test("resealing a valid file changes nothing, and it parses", () => {
   for (const [name, bytes] of valid) {
     const copy = bytes.slice();
-    reseal(copy, name.startsWith("cflow") ? "cflow" : "vflow");
+    resealTiled(copy, true);
     assert.deepEqual(copy, bytes, name);
     readTiledFile(bytesSource(name, copy), { verifyChecksums: true });
   }
@@ -576,7 +551,8 @@ for (const c of CASES) {
       const bytes = valid.get(c.moe ? `${format}-moe` : format)!.slice();
       const l = new Layout(bytes, format);
       const at = c.edit(l);
-      if (!c.noReseal) reseal(bytes, format);
+      // Every CRC recomputed, so only the edited field is wrong.
+      if (!c.noReseal) resealTiled(bytes, true);
       const name = `bad.${format}`;
       let error: unknown;
       try {
@@ -601,8 +577,8 @@ for (const c of CASES) {
 }
 
 /** Small files for the sweep: every byte of them is tried. */
-async function small(format: Format, experts: number): Promise<Uint8Array> {
-  const model = randomModel({
+function small(format: Format, experts: number): Promise<Uint8Array> {
+  return randomModelBytes({
     hidden: 8,
     layers: 2,
     heads: 1,
@@ -615,10 +591,7 @@ async function small(format: Format, experts: number): Promise<Uint8Array> {
     expertFfn: experts > 0 ? 8 : undefined,
     expertDelay: experts > 0 ? 1 : undefined,
     seed: 5,
-  });
-  const sink = memorySink();
-  await writeModel(model, format, sink);
-  return sink.bytes();
+  }, format);
 }
 
 Deno.test("every byte with a bit flipped, checksums off (the load default): refused or in bounds", async () => {

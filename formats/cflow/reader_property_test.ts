@@ -8,21 +8,20 @@
 
 import assert from "node:assert/strict";
 import { assertTarget, tiledTarget } from "../../tests/fuzz/properties.ts";
-import { randomModel } from "../../tests/util/random_model.ts";
+import { randomModelBytes } from "../../tests/util/tiled_file.ts";
 import { bytesSource } from "../byte_source.ts";
 import { FormatError } from "../errors.ts";
 import { vflowHeaderCrc } from "./container.ts";
 import { readTiledFile } from "./reader.ts";
 import { matrixTileBytes, TILE_COLS, TILE_ROWS, TILE_TYPE, tileBytes } from "./tile.ts";
-import { memorySink, writeModel } from "./writer.ts";
 
 Deno.test("readTiledFile: any mutated file reads back entirely or gives a FormatError", async () => {
   await assertTarget(tiledTarget, 500);
 });
 
 /** A small dense .vflow file (Q4_0, 2 layers). */
-async function smallVflow(): Promise<Uint8Array> {
-  const model = randomModel({
+function smallVflow(): Promise<Uint8Array> {
+  return randomModelBytes({
     hidden: 40,
     layers: 2,
     heads: 2,
@@ -31,10 +30,7 @@ async function smallVflow(): Promise<Uint8Array> {
     ffn: 70,
     vocab: 130,
     seed: 1,
-  });
-  const sink = memorySink();
-  await writeModel(model, "vflow", sink);
-  return sink.bytes().slice();
+  }, "vflow");
 }
 
 // Found by the property: matrixTileBytes looped over every tile of the shape an entry

@@ -22,13 +22,10 @@ import {
   type HfConfig,
   parseHfConfig,
 } from "../../formats/hf/parse_hf_config.ts";
-import { headerCrc, vflowHeaderCrc } from "../../formats/cflow/container.ts";
-import { crc32 } from "../../formats/cflow/crc32.ts";
 import { readF32Entry, readTiledFile, untile } from "../../formats/cflow/reader.ts";
 import { ENTRY_KIND } from "../../formats/cflow/container.ts";
 import { TILE_TYPE } from "../../formats/cflow/tile.ts";
-import { memorySink, writeModel } from "../../formats/cflow/writer.ts";
-import { randomModel } from "../util/random_model.ts";
+import { randomModelBytes, resealTiled } from "../util/tiled_file.ts";
 import { ensure, formatErrorOnly, type Outcome, type Target } from "./harness.ts";
 import { applyEdits, hex, mutationArb, randomAfter } from "./mutate.ts";
 
@@ -619,52 +616,34 @@ async function buildTiledSeeds(): Promise<Uint8Array[]> {
   ];
   for (const format of ["cflow", "vflow"] as const) {
     for (const [i, shape] of shapes.entries()) {
-      const model = randomModel({
-        ...shape,
-        type: i === 0 ? TILE_TYPE.Q4_0 : TILE_TYPE.Q8_0,
-        seed: i + 1,
-        tied: i === 1,
-      });
-      const sink = memorySink();
-      await writeModel(model, format, sink);
-      out.push(sink.bytes());
+      out.push(
+        await randomModelBytes({
+          ...shape,
+          type: i === 0 ? TILE_TYPE.Q4_0 : TILE_TYPE.Q8_0,
+          seed: i + 1,
+          tied: i === 1,
+        }, format),
+      );
     }
-    const moe = randomModel({
-      hidden: 64,
-      layers: 2,
-      heads: 2,
-      kvHeads: 1,
-      headDim: 32,
-      ffn: 64,
-      vocab: 40,
-      experts: 3,
-      topK: 2,
-      expertFfn: 32,
-      expertDelay: 1,
-      type: TILE_TYPE.Q4_0,
-      seed: 9,
-    });
-    const sink = memorySink();
-    await writeModel(moe, format, sink);
-    out.push(sink.bytes());
+    out.push(
+      await randomModelBytes({
+        hidden: 64,
+        layers: 2,
+        heads: 2,
+        kvHeads: 1,
+        headDim: 32,
+        ffn: 64,
+        vocab: 40,
+        experts: 3,
+        topK: 2,
+        expertFfn: 32,
+        expertDelay: 1,
+        type: TILE_TYPE.Q4_0,
+        seed: 9,
+      }, format),
+    );
   }
   return out;
-}
-
-/** Recomputes the header and section-table checksums so edits reach the deeper checks. */
-function fixCrcs(b: Uint8Array): void {
-  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const isV = b[0] === 0x56;
-  const hb = isV ? 64 : 88;
-  if (b.length < hb) return;
-  const table = Number(v.getBigUint64(isV ? 56 : 80, true));
-  if (Number.isSafeInteger(table) && table + 8 <= b.length) {
-    const count = v.getUint32(table, true);
-    const end = table + 8 + count * 32;
-    if (end <= b.length) v.setUint32(table + 4, crc32(b.subarray(table + 8, end)), true);
-  }
-  if (isV) v.setUint32(52, vflowHeaderCrc(b.subarray(0, 64)), true);
-  else v.setUint32(76, headerCrc(b.subarray(0, 88)), true);
 }
 
 interface TiledInput {
@@ -689,7 +668,8 @@ export const tiledTarget: Target<TiledInput> = {
       verify: fc.boolean(),
     }).map(({ m, fix, verify }) => {
       const bytes = applyEdits(seeds[m.seed], m.edits);
-      if (fix) fixCrcs(bytes);
+      // The header and section-table checksums, so edits reach the deeper checks.
+      if (fix) resealTiled(bytes, false);
       return {
         bytes,
         verify,
