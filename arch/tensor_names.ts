@@ -36,6 +36,11 @@ export type Role =
   | "expert_gate"
   | "expert_up"
   | "expert_down"
+  | "moe_norm"
+  | "shared_gate"
+  | "shared_up"
+  | "shared_down"
+  | "shared_expert_gate"
   | "token_embd"
   | "output_norm"
   | "output";
@@ -62,6 +67,11 @@ export const LAYER_ROLES: readonly Role[] = [
   "expert_gate",
   "expert_up",
   "expert_down",
+  "moe_norm",
+  "shared_gate",
+  "shared_up",
+  "shared_down",
+  "shared_expert_gate",
 ];
 
 /**
@@ -95,6 +105,11 @@ export const GGUF_NAMES: Record<Role, string> = {
   expert_gate: "blk.{l}.ffn_gate_exps.weight",
   expert_up: "blk.{l}.ffn_up_exps.weight",
   expert_down: "blk.{l}.ffn_down_exps.weight",
+  moe_norm: "",
+  shared_gate: "blk.{l}.ffn_gate_shexp.weight",
+  shared_up: "blk.{l}.ffn_up_shexp.weight",
+  shared_down: "blk.{l}.ffn_down_shexp.weight",
+  shared_expert_gate: "blk.{l}.ffn_gate_inp_shexp.weight",
   token_embd: "token_embd.weight",
   output_norm: "output_norm.weight",
   output: "output.weight",
@@ -121,6 +136,11 @@ const HF_COMMON: Record<Role, string> = {
   expert_gate: "model.layers.{l}.mlp.experts.{e}.gate_proj.weight",
   expert_up: "model.layers.{l}.mlp.experts.{e}.up_proj.weight",
   expert_down: "model.layers.{l}.mlp.experts.{e}.down_proj.weight",
+  moe_norm: "",
+  shared_gate: "",
+  shared_up: "",
+  shared_down: "",
+  shared_expert_gate: "",
   token_embd: "model.embed_tokens.weight",
   output_norm: "model.norm.weight",
   output: "lm_head.weight",
@@ -142,7 +162,44 @@ export const HF_NAMES: Record<string, Record<Role, string>> = {
   qwen2: HF_COMMON,
   qwen3: HF_COMMON,
   olmoe: HF_COMMON,
-  qwen2_moe: HF_COMMON,
+  qwen2_moe: {
+    ...HF_COMMON,
+    shared_gate: "model.layers.{l}.mlp.shared_expert.gate_proj.weight",
+    shared_up: "model.layers.{l}.mlp.shared_expert.up_proj.weight",
+    shared_down: "model.layers.{l}.mlp.shared_expert.down_proj.weight",
+    shared_expert_gate: "model.layers.{l}.mlp.shared_expert_gate.weight",
+  },
+  // docs/ARCHITECTURES.md, "Checkpoints (safetensors)".
+  pipeline_native: {
+    attn_norm: "layers.{l}.attn_norm.weight",
+    q: "layers.{l}.attn.q.weight",
+    k: "layers.{l}.attn.k.weight",
+    v: "layers.{l}.attn.v.weight",
+    o: "layers.{l}.attn.o.weight",
+    q_bias: "",
+    k_bias: "",
+    v_bias: "",
+    q_norm: "",
+    k_norm: "",
+    post_attn_norm: "",
+    ffn_norm: "layers.{l}.ffn_norm.weight",
+    gate: "layers.{l}.ffn.gate.weight",
+    up: "layers.{l}.ffn.up.weight",
+    down: "layers.{l}.ffn.down.weight",
+    post_ffn_norm: "",
+    moe_norm: "layers.{l}.moe_norm.weight",
+    router: "layers.{l}.moe.router.weight",
+    expert_gate: "layers.{l}.moe.experts.{e}.gate.weight",
+    expert_up: "layers.{l}.moe.experts.{e}.up.weight",
+    expert_down: "layers.{l}.moe.experts.{e}.down.weight",
+    shared_gate: "",
+    shared_up: "",
+    shared_down: "",
+    shared_expert_gate: "",
+    token_embd: "embed.weight",
+    output_norm: "norm.weight",
+    output: "lm_head.weight",
+  },
   qwen3_moe: HF_COMMON,
   mixtral: {
     ...HF_COMMON,
@@ -183,6 +240,7 @@ export function canonicalArchitecture(name: string): string | undefined {
     qwen2_moe: "qwen2moe",
     qwen3moe: "qwen3moe",
     qwen3_moe: "qwen3moe",
+    pipeline_native: "pipeline_native",
   };
   return table[name];
 }

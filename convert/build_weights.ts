@@ -9,7 +9,14 @@
  */
 
 import type { Role } from "../arch/mod.ts";
-import { ARCH_IDS, FEATURE, FUSED, type Geometry, MATRIX } from "../formats/cflow/container.ts";
+import {
+  ARCH_IDS,
+  COMBINE,
+  FEATURE,
+  FUSED,
+  type Geometry,
+  MATRIX,
+} from "../formats/cflow/container.ts";
 import type { LayerWeights, ModelWeights, WeightItem } from "../formats/cflow/model_weights.ts";
 import { type RowMatrix, TILE_TYPE } from "../formats/cflow/tile.ts";
 import type { ModelSource, SourceTensor } from "./model_source.ts";
@@ -100,6 +107,11 @@ const MATRIX_OF: Record<Role, number> = {
   expert_gate: MATRIX.EXPERT_GATE,
   expert_up: MATRIX.EXPERT_UP,
   expert_down: MATRIX.EXPERT_DOWN,
+  moe_norm: MATRIX.MOE_NORM,
+  shared_gate: MATRIX.SHARED_GATE,
+  shared_up: MATRIX.SHARED_UP,
+  shared_down: MATRIX.SHARED_DOWN,
+  shared_expert_gate: MATRIX.SHARED_EXPERT_GATE_INP,
   token_embd: MATRIX.TOKEN_EMBD,
   output_norm: MATRIX.OUTPUT_NORM,
   output: MATRIX.OUTPUT,
@@ -223,8 +235,10 @@ export function buildModelWeights(
     attention.push(need(tiled("q", l, q, h.hidden, FUSED.QKV), "q", l));
     attention.push(need(tiled("k", l, kv, h.hidden, FUSED.QKV), "k", l));
     attention.push(need(tiled("v", l, kv, h.hidden, FUSED.QKV), "v", l));
-    push(vector("q_norm", l, h.headDim));
-    push(vector("k_norm", l, h.headDim));
+    // OLMoE's QK-norm spans the whole q and k; the others' one head.
+    const olmoe = h.architecture === "olmoe";
+    push(vector("q_norm", l, olmoe ? q : h.headDim));
+    push(vector("k_norm", l, olmoe ? kv : h.headDim));
     attention.push(need(tiled("o", l, h.hidden, q, FUSED.NONE), "o", l));
     push(vector("post_attn_norm", l, h.hidden));
 
@@ -266,6 +280,27 @@ export function buildModelWeights(
         });
       }
       moe = { router, experts };
+      const norm = vector("moe_norm", l, h.hidden);
+      if (norm !== undefined) moe.norm = norm;
+      else if (h.architecture === "pipeline_native") need(norm, "moe_norm", l);
+      const sharedFfn = typeof h.extra.shared_expert_ffn === "number"
+        ? h.extra.shared_expert_ffn as number
+        : 0;
+      const sharedGate = tiled(
+        "shared_gate",
+        l,
+        sharedFfn,
+        h.hidden,
+        FUSED.GATE_UP,
+      );
+      if (sharedGate !== undefined) {
+        moe.shared = {
+          gate: sharedGate,
+          up: need(tiled("shared_up", l, sharedFfn, h.hidden, FUSED.GATE_UP), "shared_up", l),
+          down: need(tiled("shared_down", l, h.hidden, sharedFfn, FUSED.NONE), "shared_down", l),
+          gateInp: vector("shared_expert_gate", l, h.hidden),
+        };
+      }
     }
     layers.push({ attention, ffn, moe });
   }
@@ -301,9 +336,14 @@ export function buildModelWeights(
     slidingPattern: h.slidingPattern,
     denseDelay: num("dense_delay", 0),
     expertDelay: num("expert_delay", 0),
-    combineStyle: num("combine_style", 0),
-    featureFlags: (h.tiedEmbeddings ? FEATURE.TIED_EMBEDDINGS : 0) |
-      (h.architecture === "gemma3" ? FEATURE.EMBED_SCALE : 0),
+    // DelayedSum with no delays is the plain transformer: every family but
+    // the pipeline-native one, whose config gives its style.
+    combineStyle: num("combine_style", COMBINE.DELAYED_SUM),
+    styleParam: num("style_param", 0),
+    featureFlags: typeof extra.feature_flags === "number"
+      ? extra.feature_flags as number
+      : (h.tiedEmbeddings ? FEATURE.TIED_EMBEDDINGS : 0) |
+        (h.architecture === "gemma3" ? FEATURE.EMBED_SCALE : 0),
     finalLogitSoftcap: h.finalLogitSoftcap,
   };
   const metadata = {

@@ -33,6 +33,40 @@ export function hfModelSource(ckpt: HfCheckpoint): ModelSource {
     );
   }
   const moe = c.moe;
+  const pn = c.pipelineNative;
+  const where = `${ckpt.dir}/config.json`;
+  if (moe !== null && (c.family === "qwen2_moe" || c.family === "qwen3_moe")) {
+    // Every layer sparse, none dense: what cflow implements.
+    if (moe.mlpOnlyLayers.length > 0) {
+      throw new FormatError(
+        where,
+        "mlp_only_layers",
+        0,
+        `[${
+          moe.mlpOnlyLayers.join(", ")
+        }]: layers with a dense MLP instead of experts are not supported`,
+      );
+    }
+    if (moe.decoderSparseStep !== 1) {
+      throw new FormatError(
+        where,
+        "decoder_sparse_step",
+        0,
+        `${moe.decoderSparseStep}: only 1 (every layer sparse) is supported`,
+      );
+    }
+  }
+  if (moe !== null && c.family !== "pipeline_native") {
+    // (router_jitter_noise acts in training only.)
+    if (c.family === "olmoe" && c.raw.clip_qkv !== undefined && c.raw.clip_qkv !== null) {
+      throw new FormatError(
+        where,
+        "clip_qkv",
+        0,
+        `${c.raw.clip_qkv}: QKV clipping is not supported`,
+      );
+    }
+  }
   const sliding = c.layerTypes.filter((t) => t === "sliding_attention").length;
   const hyper: HyperParams = {
     architecture,
@@ -41,10 +75,9 @@ export function hfModelSource(ckpt: HfCheckpoint): ModelSource {
     heads: c.numHeads,
     kvHeads: c.numKvHeads,
     headDim: c.headDim,
-    // Mixtral and OLMoE have no dense MLP: intermediate_size is each expert's.
-    ffnHidden: moe !== null && (c.family === "mixtral" || c.family === "olmoe")
-      ? 0
-      : c.intermediateSize,
+    // The HF MoE families have no dense MLP (Mixtral's and OLMoE's
+    // intermediate_size is each expert's); pipeline-native layers all have one.
+    ffnHidden: moe !== null && c.family !== "pipeline_native" ? 0 : c.intermediateSize,
     experts: moe?.numExperts ?? 0,
     topK: moe?.numExpertsPerTok ?? 0,
     expertFfnHidden: moe?.expertIntermediateSize ?? 0,
@@ -52,7 +85,9 @@ export function hfModelSource(ckpt: HfCheckpoint): ModelSource {
     slidingWindow: sliding > 0 ? c.slidingWindow ?? 0 : 0,
     slidingPattern: architecture === "gemma3" && sliding > 0 ? 6 : 0,
     tiedEmbeddings: c.tieWordEmbeddings || !ckpt.tensors.has("lm_head.weight"),
-    finalLogitSoftcap: typeof c.raw.final_logit_softcapping === "number"
+    finalLogitSoftcap: pn !== null
+      ? pn.finalLogitSoftcap
+      : typeof c.raw.final_logit_softcapping === "number"
       ? c.raw.final_logit_softcapping
       : 0,
     extra: {
@@ -66,6 +101,20 @@ export function hfModelSource(ckpt: HfCheckpoint): ModelSource {
       // Gemma's RMSNorm multiplies by (1 + w); its checkpoints store w.
       norm_weight_offset: architecture === "gemma3" ? 1 : 0,
       moe: moe ?? undefined,
+      // Top-k weights renormalized to sum 1 (Mixtral: its softmax over the
+      // top-k logits is the same number).
+      moe_norm_topk_prob: moe !== null ? moe.normTopkProb : undefined,
+      shared_expert_ffn: c.family === "qwen2_moe" && moe !== null
+        ? moe.sharedExpertIntermediateSize
+        : undefined,
+      ...(pn === null ? {} : {
+        pipeline_native: pn.name,
+        combine_style: pn.combineStyle,
+        dense_delay: pn.denseDelay,
+        expert_delay: pn.expertDelay,
+        style_param: pn.styleParam,
+        feature_flags: pn.featureFlags,
+      }),
       hf_config: c.raw,
       tokenizer_files: ckpt.files,
     },

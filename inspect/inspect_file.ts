@@ -216,7 +216,7 @@ function ggufReport(path: string, src: ByteSource): InspectReport {
     expert_ffn_hidden: hyper?.expertFfnHidden ?? null,
     dense_delay: num("dense_delay") ?? (hyper ? 0 : null),
     expert_delay: num("expert_delay") ?? (hyper ? 0 : null),
-    combine_style: num("combine_style") ?? (hyper ? 0 : null),
+    combine_style: num("combine_style") ?? (hyper ? 1 : null),
     alignment: gguf.alignment,
     metadata_keys: gguf.metadata.size,
     tensors,

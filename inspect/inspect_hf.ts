@@ -26,7 +26,7 @@ function geometry(h: HyperParams | null) {
     expert_ffn_hidden: h?.expertFfnHidden ?? null,
     dense_delay: h ? 0 : null,
     expert_delay: h ? 0 : null,
-    combine_style: h ? 0 : null,
+    combine_style: h ? 1 : null,
   };
 }
 

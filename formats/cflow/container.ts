@@ -119,6 +119,7 @@ export const MATRIX = {
   SHARED_DOWN: 25,
   SHARED_EXPERT_GATE_INP: 26,
   EXPERT_TABLE: 27,
+  MOE_NORM: 28,
 } as const;
 
 /**
@@ -144,7 +145,26 @@ export function matrixName(id: number): string {
  * console.log(FEATURE.TIED_EMBEDDINGS); // 4
  * ```
  */
-export const FEATURE = { EMBED_SCALE: 1, V_NORM: 2, TIED_EMBEDDINGS: 4 } as const;
+export const FEATURE = { EMBED_SCALE: 1, V_NORM: 2, TIED_EMBEDDINGS: 4, GEGLU: 8 } as const;
+
+/**
+ * `combine_style` values (docs/ARCHITECTURES.md): how attention, the dense
+ * FFN and the experts of a pipeline-native layer combine.
+ *
+ * @example
+ * ```ts
+ * import { COMBINE } from "./container.ts";
+ * console.log(COMBINE.FIXED_POINT); // 5
+ * ```
+ */
+export const COMBINE = {
+  PARALLEL_SQRT2: 0,
+  DELAYED_SUM: 1,
+  ASYNC_EXPERTS: 2,
+  DECOUPLED_STREAMS: 3,
+  PIPELINE_REGISTERS: 4,
+  FIXED_POINT: 5,
+} as const;
 
 /**
  * Model geometry and execution fields carried by the headers.
@@ -194,9 +214,19 @@ export interface Geometry {
   denseDelay: number;
   /** Expert pipelining delay in layers. */
   expertDelay: number;
-  /** How dense FFN and expert outputs combine (0 ParallelSqrt2, 1 DelayedSum, 2 AsyncExperts). */
+  /**
+   * How attention, dense FFN and expert outputs combine ({@link COMBINE}:
+   * 0 ParallelSqrt2, 1 DelayedSum, 2 AsyncExperts, 3 DecoupledStreams,
+   * 4 PipelineRegisters, 5 FixedPoint).
+   */
   combineStyle: number;
-  /** Feature bits: embedding scale, V-norm, tied embeddings. */
+  /**
+   * The combine style's parameter: merge interval (3 DecoupledStreams),
+   * iterations (5 FixedPoint), else 0. `.cflow` GlobalHeader byte 69;
+   * `.vflow` metadata key `style_param` (absent: 0).
+   */
+  styleParam: number;
+  /** Feature bits: embedding scale, V-norm, tied embeddings, GeGLU. */
   featureFlags: number;
   /** Final logit soft-cap (0: disabled). */
   finalLogitSoftcap: number;
@@ -272,7 +302,8 @@ export function encodeGlobalHeader(g: Geometry, sectionTableOffset: number): Uin
   v.setUint8(66, g.expertDelay);
   v.setUint8(67, g.combineStyle);
   v.setUint8(68, g.featureFlags);
-  // 69..71 reserved, zero
+  v.setUint8(69, g.styleParam);
+  // 70..71 reserved, zero
   v.setFloat32(72, g.finalLogitSoftcap, true);
   // 76..79 header_crc32, computed over bytes 0..75 and 80..87
   u64(v, 80, sectionTableOffset);
@@ -319,6 +350,7 @@ export function decodeGlobalHeader(b: Uint8Array): GlobalHeader {
     expertDelay: v.getUint8(66),
     combineStyle: v.getUint8(67),
     featureFlags: v.getUint8(68),
+    styleParam: v.getUint8(69),
     finalLogitSoftcap: v.getFloat32(72, true),
     headerCrc: v.getUint32(76, true),
     sectionTableOffset: Number(v.getBigUint64(80, true)),
@@ -359,7 +391,7 @@ export interface VFlowHeader {
   denseDelay: number;
   /** Expert pipelining delay in layers. */
   expertDelay: number;
-  /** How dense FFN and expert outputs combine (0 ParallelSqrt2, 1 DelayedSum, 2 AsyncExperts). */
+  /** How the layer's parts combine (see {@link Geometry.combineStyle}). */
   combineStyle: number;
   /** Number of layer groups. */
   groupCount: number;

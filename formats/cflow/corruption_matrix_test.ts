@@ -7,14 +7,21 @@
  */
 
 import assert from "node:assert/strict";
+import { randomModel, type RandomModelOptions } from "../../tests/util/random_model.ts";
 import { randomModelBytes, resealTiled } from "../../tests/util/tiled_file.ts";
+import { ARCH_IDS, COMBINE, FEATURE, MATRIX } from "./container.ts";
+import { memorySink, writeModel } from "./writer.ts";
 import { bytesSource } from "../byte_source.ts";
 import { FormatError } from "../errors.ts";
 import { readTiledFile } from "./reader.ts";
 
 type Format = "cflow" | "vflow";
 
-function write(format: Format, experts = 0): Promise<Uint8Array> {
+function write(
+  format: Format,
+  experts = 0,
+  extra: Partial<RandomModelOptions> = {},
+): Promise<Uint8Array> {
   return randomModelBytes({
     hidden: 40,
     layers: 2,
@@ -27,8 +34,26 @@ function write(format: Format, experts = 0): Promise<Uint8Array> {
     topK: experts > 0 ? 2 : undefined,
     expertFfn: experts > 0 ? 24 : undefined,
     seed: 11,
+    ...extra,
   }, format);
 }
+
+/** Pipeline-native, MoE: DecoupledStreams every 3 layers, moe_norm, a shared expert. */
+const PIPELINE_MOE: Partial<RandomModelOptions> = {
+  archId: ARCH_IDS.pipeline_native,
+  architecture: "pipeline_native",
+  combineStyle: COMBINE.DECOUPLED_STREAMS,
+  styleParam: 3,
+  featureFlags: FEATURE.GEGLU,
+  moeNorm: true,
+  sharedFfn: 20,
+};
+/** Pipeline-native, dense: PipelineRegisters. */
+const PIPELINE_DENSE: Partial<RandomModelOptions> = {
+  archId: ARCH_IDS.pipeline_native,
+  architecture: "pipeline_native",
+  combineStyle: COMBINE.PIPELINE_REGISTERS,
+};
 
 /** Where things are in a valid file. */
 class Layout {
@@ -74,6 +99,22 @@ class Layout {
     }
     throw new Error(`no entry of kind ${kind} in section ${s}`);
   }
+  /** The first entry of a block in section s with this matrix id. */
+  entryOfMatrix(s: number, id: number): number {
+    const count = this.v.getUint32(this.sectionOffset(s) + 8, true);
+    for (let e = 0; e < count; e++) {
+      if (this.bytes[this.entry(s, e)] === id) return this.entry(s, e);
+    }
+    throw new Error(`no entry of matrix ${id} in section ${s}`);
+  }
+  /** The byte of the metadata's style_param value (`"style_param":N`). */
+  styleParamDigit(): number {
+    const s = this.sectionOffset(0);
+    const text = new TextDecoder().decode(this.bytes.subarray(s, s + this.sectionLength(0)));
+    const i = text.indexOf('"style_param":');
+    if (i < 0) throw new Error("no style_param in the metadata");
+    return s + i + '"style_param":'.length;
+  }
 }
 
 interface Case {
@@ -83,6 +124,8 @@ interface Case {
   formats: Format[];
   /** An MoE model is needed (expert table and bank). */
   moe?: boolean;
+  /** A pipeline-native file is needed: "moe" (style 3, param 3, moe_norm, shared expert) or "dense" (style 4). */
+  pipeline?: "moe" | "dense";
   /** Edits a copy of a valid file; returns the offset of the field it broke. */
   edit(l: Layout): number;
   /** The field the error must name. */
@@ -160,6 +203,105 @@ const CASES: Case[] = [
     formats: ["cflow"],
     edit: (l) => u8(l, 68, 0x80),
     field: /feature_flags/,
+  },
+  {
+    name: "feature bit 4 (above GeGLU)",
+    formats: BOTH,
+    edit: (l) => u8(l, l.format === "cflow" ? 68 : 31, 0x10),
+    field: /feature_flags/,
+  },
+  {
+    name: "combine_style 6",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => u8(l, l.format === "cflow" ? 67 : 45, 6),
+    field: /combine_style/,
+  },
+  {
+    name: "a pipeline-native style in a llama file",
+    formats: BOTH,
+    edit: (l) => u8(l, l.format === "cflow" ? 67 : 45, COMBINE.DECOUPLED_STREAMS),
+    field: /combine_style/,
+  },
+  {
+    name: "style_param in a llama file",
+    formats: ["cflow"],
+    edit: (l) => u8(l, 69, 2),
+    field: /style_param/,
+  },
+  {
+    name: "DecoupledStreams with style_param 0",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => l.format === "cflow" ? u8(l, 69, 0) : u8(l, l.styleParamDigit(), 0x30),
+    field: /style_param/,
+  },
+  {
+    name: "style_param on DelayedSum",
+    formats: ["cflow"],
+    pipeline: "moe",
+    edit: (l) => u8(l, 67, COMBINE.DELAYED_SUM),
+    field: /style_param/,
+  },
+  {
+    name: "DecoupledStreams with a dense delay",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => u8(l, l.format === "cflow" ? 65 : 43, 1),
+    field: /dense_delay/,
+  },
+  {
+    name: "DecoupledStreams with an expert delay",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => u8(l, l.format === "cflow" ? 66 : 44, 1),
+    field: /expert_delay/,
+  },
+  {
+    name: "PipelineRegisters with an expert delay",
+    formats: BOTH,
+    pipeline: "dense",
+    edit: (l) => u8(l, l.format === "cflow" ? 66 : 44, 1),
+    field: /expert_delay/,
+  },
+  {
+    name: "ParallelSqrt2 without experts",
+    formats: BOTH,
+    pipeline: "dense",
+    edit: (l) => u8(l, l.format === "cflow" ? 67 : 45, COMBINE.PARALLEL_SQRT2),
+    field: /n_experts/,
+  },
+  {
+    name: "moe_norm in the block of another layer",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => {
+      const s = l.format === "cflow" ? 1 : l.sectionOfKind(5);
+      return u16(l, l.entryOfMatrix(s, MATRIX.MOE_NORM) + 4, 1);
+    },
+    field: /layer_id/,
+  },
+  {
+    name: "moe_norm of the wrong width",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => {
+      const s = l.format === "cflow" ? 1 : l.sectionOfKind(5);
+      const at = l.entryOfMatrix(s, MATRIX.MOE_NORM);
+      u32(l, at + 8, 2); // 2 x 20: same bytes as 1 x 40
+      return u32(l, at + 12, 20);
+    },
+    field: /rows/,
+  },
+  {
+    name: "shared_down of another width",
+    formats: BOTH,
+    pipeline: "moe",
+    edit: (l) => {
+      const s = l.format === "cflow" ? 1 : l.sectionOfKind(5);
+      return u8(l, l.entryOfMatrix(s, MATRIX.SHARED_DOWN) + 12, 21);
+    },
+    field: /shared_down|tile|length/,
   },
   {
     name: "reserved header byte",
@@ -534,6 +676,8 @@ const valid = new Map<string, Uint8Array>();
 for (const format of BOTH) {
   valid.set(`${format}`, await write(format));
   valid.set(`${format}-moe`, await write(format, 4));
+  valid.set(`${format}-pipeline-moe`, await write(format, 4, PIPELINE_MOE));
+  valid.set(`${format}-pipeline-dense`, await write(format, 0, PIPELINE_DENSE));
 }
 
 Deno.test("resealing a valid file changes nothing, and it parses", () => {
@@ -547,8 +691,9 @@ Deno.test("resealing a valid file changes nothing, and it parses", () => {
 
 for (const c of CASES) {
   for (const format of c.formats) {
-    Deno.test(`${format}${c.moe ? " (MoE)" : ""}: ${c.name} is a FormatError naming the field`, () => {
-      const bytes = valid.get(c.moe ? `${format}-moe` : format)!.slice();
+    const variant = c.pipeline !== undefined ? `-pipeline-${c.pipeline}` : c.moe ? "-moe" : "";
+    Deno.test(`${format}${variant}: ${c.name} is a FormatError naming the field`, () => {
+      const bytes = valid.get(`${format}${variant}`)!.slice();
       const l = new Layout(bytes, format);
       const at = c.edit(l);
       // Every CRC recomputed, so only the edited field is wrong.
@@ -629,3 +774,89 @@ Deno.test("every byte with a bit flipped, checksums off (the load default): refu
     }
   }
 });
+
+/** Files a writer produces happily but a reader must refuse (the writer does not check shapes). */
+async function writtenThenRead(
+  o: Partial<RandomModelOptions>,
+  format: Format,
+  edit?: (m: ReturnType<typeof randomModel>) => void,
+) {
+  const model = randomModel({
+    hidden: 40,
+    layers: 2,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 20,
+    ffn: 70,
+    vocab: 130,
+    experts: 4,
+    topK: 2,
+    expertFfn: 24,
+    seed: 13,
+    ...o,
+  });
+  edit?.(model);
+  const sink = memorySink();
+  await writeModel(model, format, sink);
+  return readTiledFile(bytesSource(`w.${format}`, sink.bytes()), { verifyChecksums: true });
+}
+
+for (const format of BOTH) {
+  Deno.test(`${format}: shared experts whose widths disagree are refused`, async () => {
+    await writtenThenRead({ sharedFfn: 20 }, format); // valid
+    const bad = (m: ReturnType<typeof randomModel>) => {
+      const other = randomModel({
+        hidden: 40,
+        layers: 2,
+        heads: 2,
+        kvHeads: 1,
+        headDim: 20,
+        ffn: 70,
+        vocab: 130,
+        experts: 4,
+        topK: 2,
+        expertFfn: 24,
+        sharedFfn: 36,
+      });
+      m.layers[1].moe!.shared!.down = other.layers[1].moe!.shared!.down;
+    };
+    await assert.rejects(() => writtenThenRead({ sharedFfn: 20 }, format, bad), (e: unknown) => {
+      assert.ok(e instanceof FormatError);
+      assert.match(e.field, /shared_down/);
+      return true;
+    });
+    const partial = (m: ReturnType<typeof randomModel>) => {
+      const sh = m.layers[0].moe!.shared!;
+      // Only the down projection: gate and up dropped by giving them no place.
+      m.layers[0].moe!.shared = undefined;
+      m.layers[0].ffn.push(sh.down);
+    };
+    await assert.rejects(() => writtenThenRead({ sharedFfn: 20 }, format, partial), FormatError);
+  });
+
+  Deno.test(`${format}: OLMoE's q_norm and k_norm span the whole q and k, other archs one head`, async () => {
+    const olmoe = { archId: ARCH_IDS.olmoe, architecture: "olmoe" };
+    const f = await writtenThenRead({ ...olmoe, qkNorm: "full" }, format);
+    assert.equal(f.geometry.archId, ARCH_IDS.olmoe);
+    await assert.rejects(() => writtenThenRead({ ...olmoe, qkNorm: "head" }, format), FormatError);
+    const qwen3 = { archId: ARCH_IDS.qwen3moe, architecture: "qwen3moe" };
+    await writtenThenRead({ ...qwen3, qkNorm: "head" }, format);
+    await assert.rejects(() => writtenThenRead({ ...qwen3, qkNorm: "full" }, format), FormatError);
+  });
+
+  Deno.test(`${format}: moe_norm and shared experts need experts`, async () => {
+    await assert.rejects(
+      () =>
+        writtenThenRead({ experts: 0, topK: 0 }, format, (m) => {
+          m.layers[0].ffn.push({
+            matrixId: MATRIX.MOE_NORM,
+            rows: 1,
+            cols: 40,
+            fused: 0,
+            f32: () => new Float32Array(40),
+          });
+        }),
+      FormatError,
+    );
+  });
+}

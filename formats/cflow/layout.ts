@@ -148,19 +148,37 @@ interface BlockContent {
   experts: { layer: number; moe: NonNullable<LayerWeights["moe"]> }[];
 }
 
+/**
+ * The items of an MoE layer that precede its router, in block order:
+ * `moe_norm`, the shared expert's gate/up (fused) and down, its
+ * `shared_expert_gate_inp`. The router, the expert table and the bank
+ * follow them.
+ */
+export function moePrefix(moe: NonNullable<LayerWeights["moe"]>): WeightItem[] {
+  const items: WeightItem[] = [];
+  if (moe.norm !== undefined) items.push(moe.norm);
+  if (moe.shared !== undefined) {
+    items.push(moe.shared.gate, moe.shared.up, moe.shared.down);
+    if (moe.shared.gateInp !== undefined) items.push(moe.shared.gateInp);
+  }
+  return items;
+}
+
 function planBlock(content: BlockContent, start: number): PlannedBlock {
   const runs: { layer: number; items: WeightItem[] }[] = [];
   for (const part of content.parts) {
     for (const r of runsOf(part.items)) runs.push({ layer: part.layer, items: r });
   }
+  const prefixes = content.experts.map((ex) => runsOf(moePrefix(ex.moe)));
   let entryCount = 0;
   for (const r of runs) entryCount += r.items.length;
+  for (const p of prefixes) for (const r of p) entryCount += r.length;
   for (const _ of content.experts) entryCount += 5; // router, expert table, gate, up, down
   const directoryBytes = BLOCK_HEADER_BYTES + entryCount * ENTRY_BYTES;
   let pos = alignUp(start + directoryBytes);
   const entries: EntryDescriptor[] = [];
   const placed: PlacedRun[] = [];
-  for (const r of runs) {
+  const placeRun = (r: { layer: number; items: WeightItem[] }) => {
     const length = r.items.reduce((n, it) => n + itemBytes(it), 0);
     const kind = itemKind(r.items[0]);
     placed.push({ items: r.items, layer: r.layer, offset: pos, length, kind });
@@ -179,9 +197,11 @@ function planBlock(content: BlockContent, start: number): PlannedBlock {
       });
     }
     pos = alignUp(pos + length);
-  }
+  };
+  for (const r of runs) placeRun(r);
   const experts: PlacedExperts[] = [];
-  for (const ex of content.experts) {
+  for (const [xi, ex] of content.experts.entries()) {
+    for (const items of prefixes[xi]) placeRun({ layer: ex.layer, items });
     const router = ex.moe.router;
     const routerBytes = itemBytes(router);
     placed.push({
@@ -301,14 +321,29 @@ function planVocab(model: ModelWeights, sections: PlannedSection[], pos: number)
   return pushSection(sections, SECTION.VOCAB, 0, block);
 }
 
-function metadataBytes(model: ModelWeights): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify(model.metadata));
+/**
+ * The metadata JSON. A `.vflow` header has no byte for `style_param`, so it
+ * travels in the metadata (key `style_param`, written when non-zero).
+ */
+function metadataBytes(model: ModelWeights, format: "cflow" | "vflow"): Uint8Array {
+  let meta = model.metadata;
+  const sp = model.geometry.styleParam;
+  if (meta.style_param !== undefined && meta.style_param !== sp) {
+    throw new RangeError(
+      `writer: metadata style_param ${
+        JSON.stringify(meta.style_param)
+      } disagrees with the geometry's ${sp}`,
+    );
+  }
+  if (format === "vflow" && sp !== 0) meta = { ...meta, style_param: sp };
+  return new TextEncoder().encode(JSON.stringify(meta));
 }
 
 /**
  * Which layer section each stage of each layer lands in, under the delays
  * (the paper's DelayedMoESource): attention of layer l at l, dense FFN at
- * max(0, l - dense_delay), router and experts at max(0, l - expert_delay).
+ * max(0, l - dense_delay), the MoE items (moe_norm, shared expert, router,
+ * experts) at max(0, l - expert_delay).
  */
 function cflowBlocks(model: ModelWeights): BlockContent[] {
   const g = model.geometry;
@@ -349,7 +384,7 @@ export function planCflow(model: ModelWeights): FilePlan {
   const sectionTableOffset = GLOBAL_HEADER_BYTES;
   let pos = alignUp(sectionTableOffset + sectionTableBytes(sectionCount));
   const sections: PlannedSection[] = [];
-  const meta = metadataBytes(model);
+  const meta = metadataBytes(model, "cflow");
   sections.push({
     kind: SECTION.METADATA,
     index: 0,
@@ -422,7 +457,7 @@ export function planVflow(model: ModelWeights): FilePlan {
   const sectionTableOffset = alignUp(groupTableOffset + groups.length * GROUP_DESCRIPTOR_BYTES, 8);
   let pos = alignUp(sectionTableOffset + sectionTableBytes(sectionCount));
   const sections: PlannedSection[] = [];
-  const meta = metadataBytes(model);
+  const meta = metadataBytes(model, "vflow");
   sections.push({
     kind: SECTION.METADATA,
     index: 0,

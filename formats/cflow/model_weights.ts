@@ -47,6 +47,14 @@ export interface WeightItem {
  * ```
  */
 export interface MoeWeights {
+  /** The MoE's own input norm (`moe_norm`, 1 x hidden, f32), pipeline-native models. */
+  norm?: WeightItem;
+  /**
+   * Qwen2-MoE's shared expert: gate and up (shared_ffn x hidden, fused
+   * gate/up), down (hidden x shared_ffn), and its sigmoid gate
+   * (`shared_expert_gate_inp`, 1 x hidden, f32).
+   */
+  shared?: { gate: WeightItem; up: WeightItem; down: WeightItem; gateInp?: WeightItem };
   /** The router (experts x hidden), stored as f32. */
   router: WeightItem;
   /** Per expert: gate, up, down (tiled). */
@@ -65,9 +73,9 @@ export interface MoeWeights {
 export interface LayerWeights {
   /** attn_norm, biases, Q/K/V (fused), QK norms, O, post-attention norm. */
   attention: WeightItem[];
-  /** ffn_norm, gate/up (fused), down, post-FFN norm, shared expert. */
+  /** ffn_norm, gate/up (fused), down, post-FFN norm. */
   ffn: WeightItem[];
-  /** Router and experts, for MoE layers. */
+  /** MoE norm, shared expert, router and experts, for MoE layers. */
   moe?: MoeWeights;
 }
 

@@ -17,6 +17,7 @@ import {
   BLOCK_MAGIC,
   CFLOW_MAGIC,
   CFLOW_VERSION,
+  COMBINE,
   decodeEntry,
   decodeGlobalHeader,
   decodeGroupDescriptor,
@@ -183,8 +184,8 @@ function validateGeometry(
   );
   c.range(g.denseDelay, 0, g.layers, "dense_delay", at("denseDelay"));
   c.range(g.expertDelay, 0, g.layers, "expert_delay", at("expertDelay"));
-  c.range(g.combineStyle, 0, 2, "combine_style", at("combineStyle"));
-  c.range(g.featureFlags, 0, 7, "feature_flags", at("featureFlags"));
+  c.range(g.combineStyle, 0, 5, "combine_style", at("combineStyle"));
+  c.range(g.featureFlags, 0, 15, "feature_flags", at("featureFlags"));
   c.check(
     Number.isFinite(g.finalLogitSoftcap) && g.finalLogitSoftcap >= 0,
     "final_logit_softcap",
@@ -193,8 +194,87 @@ function validateGeometry(
   );
 }
 
+/**
+ * The combine style against the delays, the experts and `style_param`
+ * (docs/FORMAT.md, `combine_style`). Pipeline-native files (arch_id 9) use
+ * all six styles; every other architecture is a plain transformer, written
+ * as 1 (DelayedSum) or, by converters before styles 3-5, as 0.
+ */
+function validateCombine(
+  c: Checker,
+  g: Geometry,
+  at: (field: "combineStyle" | "denseDelay" | "expertDelay" | "styleParam" | "experts") => number,
+): void {
+  const style = g.combineStyle;
+  const name = COMBINE_NAMES[style] ?? String(style);
+  if (g.archId !== ARCH_IDS.pipeline_native) {
+    c.check(
+      style === COMBINE.PARALLEL_SQRT2 || style === COMBINE.DELAYED_SUM,
+      "combine_style",
+      at("combineStyle"),
+      `${style} (${name}) is for pipeline-native files (arch_id 9); arch_id ${g.archId} uses 1 (or 0)`,
+    );
+    c.check(
+      g.styleParam === 0,
+      "style_param",
+      at("styleParam"),
+      `${g.styleParam}, must be 0 outside pipeline-native files`,
+    );
+    return;
+  }
+  const noDelays = style === COMBINE.PARALLEL_SQRT2 || style >= COMBINE.DECOUPLED_STREAMS;
+  if (noDelays) {
+    c.check(
+      g.denseDelay === 0,
+      "dense_delay",
+      at("denseDelay"),
+      `${g.denseDelay}, combine_style ${style} (${name}) requires 0`,
+    );
+    c.check(
+      g.expertDelay === 0,
+      "expert_delay",
+      at("expertDelay"),
+      `${g.expertDelay}, combine_style ${style} (${name}) requires 0`,
+    );
+  }
+  if (style === COMBINE.PARALLEL_SQRT2) {
+    c.check(
+      g.experts > 0,
+      "n_experts",
+      at("experts"),
+      `0, combine_style 0 (${name}) requires experts`,
+    );
+  }
+  if (style === COMBINE.DECOUPLED_STREAMS || style === COMBINE.FIXED_POINT) {
+    c.check(
+      g.styleParam >= 1,
+      "style_param",
+      at("styleParam"),
+      `0, combine_style ${style} (${name}) requires style_param >= 1`,
+    );
+  } else {
+    c.check(
+      g.styleParam === 0,
+      "style_param",
+      at("styleParam"),
+      `${g.styleParam}, combine_style ${style} (${name}) requires 0`,
+    );
+  }
+}
+
+const COMBINE_NAMES: Record<number, string> = {
+  0: "ParallelSqrt2",
+  1: "DelayedSum",
+  2: "AsyncExperts",
+  3: "DecoupledStreams",
+  4: "PipelineRegisters",
+  5: "FixedPoint",
+};
+
 /** The largest `arch_id` this reader knows (container.ts ARCH_IDS). */
 const MAX_ARCH_ID = Math.max(...Object.values(ARCH_IDS));
+/** The largest matrix id (container.ts MATRIX). */
+const MAX_MATRIX_ID = Math.max(...Object.values(MATRIX));
 
 /** Which layer block a weight of layer l goes to: the schedule's placement. */
 const ATTENTION_MATRICES: ReadonlySet<number> = new Set([
@@ -218,6 +298,11 @@ const FFN_MATRICES: ReadonlySet<number> = new Set([
   MATRIX.POST_FFN_NORM,
 ]);
 const MOE_MATRICES: ReadonlySet<number> = new Set([
+  MATRIX.MOE_NORM,
+  MATRIX.SHARED_GATE,
+  MATRIX.SHARED_UP,
+  MATRIX.SHARED_DOWN,
+  MATRIX.SHARED_EXPERT_GATE_INP,
   MATRIX.ROUTER,
   MATRIX.EXPERT_TABLE,
   MATRIX.EXPERT_GATE,
@@ -243,7 +328,7 @@ function placedAt(g: Geometry, stage: number, m: number, l: number): number | un
   // (convert/build_weights.ts).
   if (attention && m === MATRIX.FFN_NORM && g.ffnHidden === 0) return l;
   if (ffn && FFN_MATRICES.has(m)) return Math.max(0, l - g.denseDelay);
-  if (moe && MOE_MATRICES.has(m)) {
+  if (moe && MOE_MATRICES.has(m) && g.experts > 0) {
     return stage === STAGE.EXPERTS ? l : Math.max(0, l - g.expertDelay);
   }
   return undefined;
@@ -279,6 +364,7 @@ const GLOBAL_OFFSETS: Record<string, number> = {
   expertDelay: 66,
   combineStyle: 67,
   featureFlags: 68,
+  styleParam: 69,
   finalLogitSoftcap: 72,
 };
 
@@ -479,7 +565,7 @@ function readBlock(
     const f = `${name}.entries[${i}]`;
     c.check(e.reserved === 0, `${f}.reserved`, at + 7, "must be zero");
     c.range(e.kind, 1, 4, `${f}.kind`, at + 1);
-    c.range(e.matrixId, 0, MATRIX.EXPERT_TABLE, `${f}.matrix_id`, at);
+    c.range(e.matrixId, 0, MAX_MATRIX_ID, `${f}.matrix_id`, at);
     c.check(e.expertId === NO_EXPERT, `${f}.expert_id`, at + 6, `${e.expertId}, expected 0xFF`);
     c.range(e.fused, 0, 2, `${f}.fused`, at + 3);
     c.range(e.rows, 1, 0xffffffff, `${f}.rows`, at + 8);
@@ -687,8 +773,9 @@ function checkShapes(c: Checker, g: Geometry, format: "cflow" | "vflow", blocks:
     [MATRIX.K]: [kv, g.hidden],
     [MATRIX.V]: [kv, g.hidden],
     [MATRIX.O]: [g.hidden, q],
-    [MATRIX.Q_NORM]: [1, g.headDim],
-    [MATRIX.K_NORM]: [1, g.headDim],
+    // OLMoE normalizes the whole q and k, not each head.
+    [MATRIX.Q_NORM]: [1, g.archId === ARCH_IDS.olmoe ? q : g.headDim],
+    [MATRIX.K_NORM]: [1, g.archId === ARCH_IDS.olmoe ? kv : g.headDim],
     [MATRIX.POST_ATTN_NORM]: [1, g.hidden],
     [MATRIX.FFN_NORM]: [1, g.hidden],
     [MATRIX.GATE]: [g.ffnHidden, g.hidden],
@@ -696,6 +783,13 @@ function checkShapes(c: Checker, g: Geometry, format: "cflow" | "vflow", blocks:
     [MATRIX.DOWN]: [g.hidden, g.ffnHidden],
     [MATRIX.POST_FFN_NORM]: [1, g.hidden],
     [MATRIX.ROUTER]: [g.experts, g.hidden],
+    [MATRIX.MOE_NORM]: [1, g.hidden],
+    [MATRIX.SHARED_EXPERT_GATE_INP]: [1, g.hidden],
+    // The shared expert's width is not in the header: checked below against
+    // the layer's other shared-expert entries.
+    [MATRIX.SHARED_GATE]: [undefined, g.hidden],
+    [MATRIX.SHARED_UP]: [undefined, g.hidden],
+    [MATRIX.SHARED_DOWN]: [g.hidden, undefined],
     [MATRIX.Q_BIAS]: [1, q],
     [MATRIX.K_BIAS]: [1, kv],
     [MATRIX.V_BIAS]: [1, kv],
@@ -721,6 +815,51 @@ function checkShapes(c: Checker, g: Geometry, format: "cflow" | "vflow", blocks:
         );
       }
     });
+  }
+  checkSharedExperts(c, blocks);
+}
+
+/** A layer's shared_gate, shared_up and shared_down agree on the shared width. */
+function checkSharedExperts(c: Checker, blocks: Block[]): void {
+  const ids = [MATRIX.SHARED_GATE, MATRIX.SHARED_UP, MATRIX.SHARED_DOWN] as const;
+  const byLayer = new Map<number, Map<number, { e: EntryDescriptor; at: number }>>();
+  for (const b of blocks) {
+    b.entries.forEach((e, i) => {
+      if (!(ids as readonly number[]).includes(e.matrixId)) return;
+      const m = byLayer.get(e.layerId) ?? new Map();
+      byLayer.set(e.layerId, m);
+      const at = b.offset + BLOCK_HEADER_BYTES + i * ENTRY_BYTES;
+      c.check(
+        !m.has(e.matrixId),
+        `block@${b.offset}.entries[${i}].matrix_id`,
+        at,
+        `layer ${e.layerId} has a second ${matrixName(e.matrixId)}`,
+      );
+      m.set(e.matrixId, { e, at });
+    });
+  }
+  for (const [layer, m] of byLayer) {
+    const [gate, up, down] = ids.map((id) => m.get(id));
+    const any = (gate ?? up ?? down)!;
+    c.check(
+      gate !== undefined && up !== undefined && down !== undefined,
+      "shared_expert",
+      any.at,
+      `layer ${layer} has only part of a shared expert (gate, up and down go together)`,
+    );
+    const width = gate!.e.rows;
+    c.check(
+      up!.e.rows === width,
+      "shared_up.rows",
+      up!.at + 8,
+      `${up!.e.rows}, shared_gate of layer ${layer} has ${width} rows`,
+    );
+    c.check(
+      down!.e.cols === width,
+      "shared_down.cols",
+      down!.at + 12,
+      `${down!.e.cols}, shared_gate of layer ${layer} has ${width} rows`,
+    );
   }
 }
 
@@ -751,6 +890,17 @@ function parseMetadata(c: Checker, sec: SectionDescriptor): Record<string, unkno
     "not a JSON object",
   );
   return value as Record<string, unknown>;
+}
+
+/** Byte offset of a top-level `"key"` in the metadata (its section's start if absent). */
+function metadataKeyOffset(src: ByteSource, sec: SectionDescriptor, key: string): number {
+  const bytes = src.read(sec.offset, sec.length, "metadata");
+  const needle = new TextEncoder().encode(JSON.stringify(key));
+  outer: for (let i = 0; i + needle.length <= bytes.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (bytes[i + j] !== needle[j]) continue outer;
+    return sec.offset + i;
+  }
+  return sec.offset;
 }
 
 /** Indices of sections whose bytes do not match their CRC-32. */
@@ -832,7 +982,7 @@ export function readTiledFile(
       `${h.version}, this reader supports ${CFLOW_VERSION}`,
     );
     c.check(headerCrc(bytes) === h.headerCrc, "header_crc32", 76, "checksum mismatch");
-    c.check(bytes[69] === 0 && bytes[70] === 0 && bytes[71] === 0, "reserved", 69, "must be zero");
+    c.check(bytes[70] === 0 && bytes[71] === 0, "reserved", 70, "must be zero");
     c.check(
       h.quantGroup === QUANT_GROUP,
       "quant_group",
@@ -840,6 +990,7 @@ export function readTiledFile(
       `${h.quantGroup}, only ${QUANT_GROUP} is supported`,
     );
     validateGeometry(c, h, 0, GLOBAL_OFFSETS);
+    validateCombine(c, h, (k) => GLOBAL_OFFSETS[k]);
     geometry = h;
     version = h.version;
     sectionTableOffset = h.sectionTableOffset;
@@ -877,6 +1028,7 @@ export function readTiledFile(
       denseDelay: h.denseDelay,
       expertDelay: h.expertDelay,
       combineStyle: h.combineStyle,
+      styleParam: 0,
       featureFlags: h.featureFlags,
       finalLogitSoftcap: 0,
     };
@@ -1006,6 +1158,56 @@ export function readTiledFile(
     }
   }
   const metadata = parseMetadata(c, sections[0]);
+  if (format === "vflow") {
+    // The .vflow header has no arch_id or style_param: both come from the
+    // metadata (`architecture`, `style_param`).
+    const arch = metadata.architecture;
+    g.archId = typeof arch === "string" ? ARCH_IDS[arch] ?? 0 : 0;
+    const sp = metadata.style_param;
+    const spAt = metadataKeyOffset(src, sections[0], "style_param");
+    c.check(
+      sp === undefined || (Number.isInteger(sp) && (sp as number) >= 0 && (sp as number) <= 255),
+      "metadata.style_param",
+      spAt,
+      `${JSON.stringify(sp)} is not an integer 0..255`,
+    );
+    g.styleParam = (sp as number | undefined) ?? 0;
+    validateCombine(c, g, (k) => k === "styleParam" ? spAt : VFLOW_OFFSETS[k]);
+    // So are the soft-cap, the sliding window and pattern and the expert
+    // width: the writer's `hyperparameters` object.
+    const hp = metadata.hyperparameters;
+    if (hp !== null && typeof hp === "object" && !Array.isArray(hp)) {
+      const h = hp as Record<string, unknown>;
+      const hpAt = metadataKeyOffset(src, sections[0], "hyperparameters");
+      const int = (key: string, max: number): number => {
+        const v = h[key] ?? 0;
+        c.check(
+          Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= max,
+          `metadata.hyperparameters.${key}`,
+          hpAt,
+          `${JSON.stringify(v)} is not an integer 0..${max}`,
+        );
+        return v as number;
+      };
+      g.slidingWindow = int("slidingWindow", 0xffffffff);
+      g.slidingPattern = int("slidingPattern", 255);
+      g.expertFfnHidden = int("expertFfnHidden", 0xffffffff);
+      const cap = h.finalLogitSoftcap ?? 0;
+      c.check(
+        typeof cap === "number" && Number.isFinite(cap) && cap >= 0,
+        "metadata.hyperparameters.finalLogitSoftcap",
+        hpAt,
+        `${JSON.stringify(cap)} is not a finite number >= 0`,
+      );
+      g.finalLogitSoftcap = Math.fround(cap as number);
+      c.check(
+        g.slidingPattern === 0 || g.slidingWindow > 0,
+        "metadata.hyperparameters.slidingPattern",
+        hpAt,
+        "a sliding pattern without a sliding window",
+      );
+    }
+  }
   const blocks: Block[] = [];
   const experts = new Map<number, ExpertBank>();
   if (format === "cflow") {

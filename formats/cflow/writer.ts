@@ -21,7 +21,7 @@ import {
   STAGE,
 } from "./container.ts";
 import { crc32 } from "./crc32.ts";
-import { type FilePlan, planCflow, type PlannedBlock, planVflow } from "./layout.ts";
+import { type FilePlan, moePrefix, planCflow, type PlannedBlock, planVflow } from "./layout.ts";
 import type { ModelWeights, WeightItem } from "./model_weights.ts";
 import {
   encodeStripe,
@@ -218,8 +218,11 @@ function checkModel(model: ModelWeights): void {
   const all = [...model.vocab, ...model.layers.flatMap((l) => [...l.attention, ...l.ffn])];
   for (const l of model.layers) {
     if (l.moe === undefined) continue;
-    all.push(l.moe.router);
+    all.push(l.moe.router, ...moePrefix(l.moe));
     for (const e of l.moe.experts) all.push(e.gate, e.up, e.down);
+  }
+  if (!Number.isInteger(g.styleParam) || g.styleParam < 0 || g.styleParam > 255) {
+    throw new RangeError(`writer: style_param ${g.styleParam} is not a byte`);
   }
   for (const it of all) {
     if ((it.matrix === undefined) === (it.f32 === undefined)) {

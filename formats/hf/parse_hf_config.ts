@@ -9,6 +9,7 @@ import { FormatError } from "../errors.ts";
 import { type JsonNode, parseJson, toPlain } from "../safetensors/_json.ts";
 import { Fields, requireFinite } from "./_fields.ts";
 import { readBoundedFile } from "./_files.ts";
+import { type PipelineNativeConfig, readPipelineNative } from "./parse_pipeline_native.ts";
 
 /**
  * The model families cflow reads, named like their `model_type`
@@ -29,7 +30,8 @@ export type HfFamily =
   | "mixtral"
   | "olmoe"
   | "qwen2_moe"
-  | "qwen3_moe";
+  | "qwen3_moe"
+  | "pipeline_native";
 
 /**
  * The attention kind of one layer, as transformers' `layer_types` names it.
@@ -135,8 +137,10 @@ export interface HfConfig {
   readonly slidingWindow: number | null;
   /** One entry per layer (`layer_types`, or derived the way transformers does). */
   readonly layerTypes: readonly HfLayerType[];
-  /** MoE settings; null for dense families. */
+  /** MoE settings; null for dense families (and pipeline-native models without experts). */
   readonly moe: HfMoeConfig | null;
+  /** Pipeline-native settings (docs/ARCHITECTURES.md); null for every other family. */
+  readonly pipelineNative: PipelineNativeConfig | null;
   /** `torch_dtype` / `dtype` as written (e.g. `bfloat16`), or null. */
   readonly dtype: string | null;
   /** The whole file as plain JSON values. */
@@ -305,6 +309,24 @@ const FAMILY_LIST: readonly FamilyDefaults[] = [
     slidingWindow: 4096,
     sliding: "qwen",
     moe: [128, 8, 768, 0],
+  },
+  {
+    // docs/ARCHITECTURES.md, "Checkpoints (safetensors)"; experts read separately.
+    family: "pipeline_native",
+    hidden: 32,
+    layers: 1,
+    heads: 1,
+    kvHeads: null,
+    headDim: null,
+    intermediate: 64,
+    vocab: 128,
+    ropeTheta: 1e4,
+    rmsNormEps: 1e-6,
+    maxPos: 2048,
+    tie: false,
+    slidingWindow: null,
+    sliding: "none",
+    moe: null,
   },
 ];
 
@@ -484,7 +506,24 @@ export function parseHfConfig(json: string | Uint8Array, file = "config.json"): 
 
   const rope = readRope(f, defaults);
   const { layerTypes, slidingWindow } = readLayers(f, defaults, numLayers);
-  const moe = defaults.moe ? readMoe(f, defaults, numLayers, intermediateSize) : null;
+  let moe = defaults.moe ? readMoe(f, defaults, numLayers, intermediateSize) : null;
+  let pipelineNative: PipelineNativeConfig | null = null;
+  if (defaults.family === "pipeline_native") {
+    const n = f.int("num_experts", { min: 0, max: L.numExperts.max }, 0);
+    if (n > 0) {
+      moe = Object.freeze({
+        numExperts: n,
+        numExpertsPerTok: f.int("num_experts_per_tok", { min: 1, max: n }),
+        expertIntermediateSize: f.int("expert_intermediate_size", L.intermediateSize),
+        sharedExpertIntermediateSize: 0,
+        // Selection by softmax, then top-k renormalized (Mixtral's rule).
+        normTopkProb: true,
+        decoderSparseStep: 1,
+        mlpOnlyLayers: Object.freeze([]),
+      });
+    }
+    pipelineNative = readPipelineNative(f, numLayers, n, tieWordEmbeddings);
+  }
 
   const dtype = f.str("torch_dtype") ?? f.str("dtype") ?? top.str("torch_dtype") ??
     top.str("dtype") ?? null;
@@ -509,6 +548,7 @@ export function parseHfConfig(json: string | Uint8Array, file = "config.json"): 
     slidingWindow,
     layerTypes,
     moe,
+    pipelineNative,
     dtype,
     raw: toPlain(root) as Record<string, unknown>,
   });

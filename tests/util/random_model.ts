@@ -99,6 +99,22 @@ export interface RandomModelOptions {
   expertDelay?: number;
   tied?: boolean;
   seed?: number;
+  /** arch_id (default: mixtral with experts, else llama). */
+  archId?: number;
+  /** metadata `architecture` (default: mixtral with experts, else llama). */
+  architecture?: string;
+  /** combine_style (default 0). */
+  combineStyle?: number;
+  /** style_param (default 0). */
+  styleParam?: number;
+  /** feature_flags (default: 4 when tied, else 0). */
+  featureFlags?: number;
+  /** Give every MoE layer a `moe_norm` (pipeline-native). */
+  moeNorm?: boolean;
+  /** Give every MoE layer a shared expert of this width (Qwen2-MoE). */
+  sharedFfn?: number;
+  /** q_norm and k_norm of this width (head_dim, or the whole q/k for OLMoE); absent: none. */
+  qkNorm?: "head" | "full";
 }
 
 /**
@@ -116,7 +132,7 @@ export function randomModel(o: RandomModelOptions): ModelWeights {
   const type = o.type ?? TILE_TYPE.Q4_0;
   const experts = o.experts ?? 0;
   const geometry: Geometry = {
-    archId: experts > 0 ? ARCH_IDS.mixtral : ARCH_IDS.llama,
+    archId: o.archId ?? (experts > 0 ? ARCH_IDS.mixtral : ARCH_IDS.llama),
     hidden: o.hidden,
     layers: o.layers,
     heads: o.heads,
@@ -135,8 +151,9 @@ export function randomModel(o: RandomModelOptions): ModelWeights {
     slidingPattern: 0,
     denseDelay: o.denseDelay ?? 0,
     expertDelay: o.expertDelay ?? 0,
-    combineStyle: 0,
-    featureFlags: o.tied ? 4 : 0,
+    combineStyle: o.combineStyle ?? 0,
+    styleParam: o.styleParam ?? 0,
+    featureFlags: o.featureFlags ?? (o.tied ? 4 : 0),
     finalLogitSoftcap: 0,
   };
   const layers = [];
@@ -148,6 +165,15 @@ export function randomModel(o: RandomModelOptions): ModelWeights {
       tiled(rng, type, MATRIX.V, o.kvHeads * o.headDim, o.hidden, FUSED.QKV),
       tiled(rng, type, MATRIX.O, o.hidden, o.heads * o.headDim),
     ];
+    if (o.qkNorm !== undefined) {
+      const full = o.qkNorm === "full";
+      attention.splice(
+        4,
+        0,
+        vector(rng, MATRIX.Q_NORM, full ? o.heads * o.headDim : o.headDim),
+        vector(rng, MATRIX.K_NORM, full ? o.kvHeads * o.headDim : o.headDim),
+      );
+    }
     const ffn = o.ffn > 0
       ? [
         vector(rng, MATRIX.FFN_NORM, o.hidden),
@@ -168,6 +194,15 @@ export function randomModel(o: RandomModelOptions): ModelWeights {
           up: tiled(rng, type, MATRIX.EXPERT_UP, o.expertFfn!, o.hidden, FUSED.GATE_UP),
           down: tiled(rng, type, MATRIX.EXPERT_DOWN, o.hidden, o.expertFfn!),
         })),
+        norm: o.moeNorm ? vector(rng, MATRIX.MOE_NORM, o.hidden) : undefined,
+        shared: o.sharedFfn !== undefined
+          ? {
+            gate: tiled(rng, type, MATRIX.SHARED_GATE, o.sharedFfn, o.hidden, FUSED.GATE_UP),
+            up: tiled(rng, type, MATRIX.SHARED_UP, o.sharedFfn, o.hidden, FUSED.GATE_UP),
+            down: tiled(rng, type, MATRIX.SHARED_DOWN, o.hidden, o.sharedFfn),
+            gateInp: vector(rng, MATRIX.SHARED_EXPERT_GATE_INP, o.hidden),
+          }
+          : undefined,
       }
       : undefined;
     layers.push({ attention, ffn, moe });
@@ -179,7 +214,10 @@ export function randomModel(o: RandomModelOptions): ModelWeights {
   if (!o.tied) vocab.push(tiled(rng, type, MATRIX.OUTPUT, o.vocab, o.hidden));
   return {
     geometry,
-    metadata: { architecture: experts > 0 ? "mixtral" : "llama", test: true },
+    metadata: {
+      architecture: o.architecture ?? (experts > 0 ? "mixtral" : "llama"),
+      test: true,
+    },
     layers,
     vocab,
   };
