@@ -240,10 +240,11 @@ def main() -> None:
         build(*spec)
     # The repository's formatter owns the layout of committed JSON (`deno fmt --check` runs in CI).
     subprocess.run([str(ROOT / "dev"), "fmt", str(OUT)], check=True, capture_output=True)
-    total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
-    print(f"{OUT.relative_to(ROOT)}: {total} bytes")
+    # This script's own folders only: gen_hf_moe_logits.py writes its own, with its own cap.
+    total = sum(p.stat().st_size for name, *_ in MODELS for p in (OUT / name).rglob("*") if p.is_file())
+    print(f"{OUT.relative_to(ROOT)} (dense models): {total} bytes")
     if total > LIMIT_BYTES:
-        sys.exit(f"fixture folder is {total} bytes, over the {LIMIT_BYTES} limit")
+        sys.exit(f"the dense fixtures are {total} bytes, over the {LIMIT_BYTES} limit")
 
 
 if __name__ == "__main__":
