@@ -63,6 +63,7 @@ export type { Activation, KvBuffer } from "./model_kernels.ts";
 export {
   actRowBytes,
   MAX_PLAN_BATCH,
+  moeScratchBytes,
   packedBytes,
   packRun,
   Plan,

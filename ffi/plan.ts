@@ -162,6 +162,23 @@ function runWords(r: WeightRun): Uint32Array {
 }
 
 /**
+ * Bytes of one row of a {@link PlanBuilder.moe} scratch buffer for experts
+ * of width `expertFfn` over `hidden` (plan.zig `MoeScratch`).
+ *
+ * @example
+ * ```ts
+ * import { moeScratchBytes } from "./plan.ts";
+ * console.log(moeScratchBytes(64, 32, true) > 0); // true
+ * ```
+ */
+export function moeScratchBytes(hidden: number, expertFfn: number, quantized: boolean): number {
+  const up = (n: number) => Math.ceil(n / 64) * 64;
+  const x = quantized ? actRowBytes(hidden) : hidden * 4;
+  return up(x) + up(2 * expertFfn * 4) + up(expertFfn * 4) +
+    (quantized ? up(actRowBytes(expertFfn)) : 0) + up(hidden * 4);
+}
+
+/**
  * Packs a tiled Q4_0/Q8_0 run into 16-row panels at `dstOffset` of `dst`
  * and returns the packed run. With `evictSource`, the source pages are
  * dropped (MADV_DONTNEED) as they are packed, so that packing a large
@@ -369,6 +386,98 @@ export class PlanBuilder {
   }
 
   /**
+   * Routes each row: the f32 router (nExperts rows of n floats at byte
+   * offset `router`) gives logits, their softmax p, and the topK largest p
+   * (ties: the lower index) are written to `sel` as topK u32 expert ids then
+   * topK f32 weights, renormalized to sum 1 when `renormalize`.
+   */
+  route(
+    x: Buf,
+    router: number,
+    n: number,
+    nExperts: number,
+    topK: number,
+    renormalize: boolean,
+    sel: Buf,
+  ): void {
+    this.#op(13, [
+      x.offset,
+      x.stride,
+      router,
+      n,
+      nExperts,
+      topK,
+      renormalize ? 1 : 0,
+      sel.offset,
+      sel.stride,
+    ]);
+  }
+
+  /**
+   * out += the weighted sum of each row's selected experts (from `sel`,
+   * written by {@link route}) applied to `x` (quantized for quantized runs):
+   * expert e is `gateUp[e]` (2 members), the activation, then `down[e]`.
+   * Only the selected experts' runs are read, once per batch each; their
+   * bytes are added to the u64 at byte offset `counter`. `scratch` needs
+   * {@link moeScratchBytes} per row, 64-byte aligned.
+   */
+  moe(m: {
+    gateUp: readonly WeightRun[];
+    down: readonly WeightRun[];
+    topK: number;
+    sel: Buf;
+    x: Buf;
+    act: "silu" | "gelu";
+    scratch: Buf;
+    out: Buf;
+    counter: number;
+  }): void {
+    if (m.gateUp.length !== m.down.length || m.gateUp.length < 1) {
+      throw new RangeError("plan: moe needs one gate/up and one down run per expert");
+    }
+    const g0 = this.#runs.length;
+    this.#runs.push(...m.gateUp);
+    const d0 = this.#runs.length;
+    this.#runs.push(...m.down);
+    this.#op(14, [
+      g0,
+      d0,
+      m.gateUp.length,
+      m.topK,
+      m.sel.offset,
+      m.sel.stride,
+      m.x.offset,
+      m.x.stride,
+      m.act === "silu" ? 0 : 1,
+      m.scratch.offset,
+      m.scratch.stride,
+      m.out.offset,
+      m.out.stride,
+      m.counter,
+    ]);
+  }
+
+  /** y *= sigmoid(v . x): v nX floats at byte offset v. */
+  gateScale(y: Buf, nY: number, v: number, x: Buf, nX: number): void {
+    this.#op(15, [y.offset, y.stride, nY, v, x.offset, x.stride, nX]);
+  }
+
+  /** out = alpha a + beta b over n values (a is not read when alpha is 0). */
+  lincomb(out: Buf, a: Buf, b: Buf, n: number, alpha: number, beta: number): void {
+    this.#op(16, [
+      out.offset,
+      out.stride,
+      a.offset,
+      a.stride,
+      b.offset,
+      b.stride,
+      n,
+      f32Bits(alpha, "alpha"),
+      f32Bits(beta, "beta"),
+    ]);
+  }
+
+  /**
    * Hands the operations to the library, which checks them against the
    * workspace for batches of up to `maxTokens` and a KV cache of `context`
    * positions.
@@ -394,7 +503,8 @@ export class PlanBuilder {
     );
     if (handle <= 0) {
       const names = ["", "embed", "rms_norm", "quantize", "matmul", "add", "add_vec", "head_norm"]
-        .concat(["rope", "kv_store", "attention", "gated", "softcap"]);
+        .concat(["rope", "kv_store", "attention", "gated", "softcap", "route", "moe"])
+        .concat(["gate_scale", "lincomb"]);
       const detail = where[0] === 1
         ? `run ${where[1]} (${JSON.stringify({ ...this.#runs[where[1]], region: undefined })})`
         : where[0] === 2

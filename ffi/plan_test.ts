@@ -169,3 +169,157 @@ Deno.test("a run that quantizes a NaN stops with nonfinite", () => {
   plan.close();
   run.region.close();
 });
+
+/** Reads n f32 at a byte offset of an allocation. */
+function floats(ws: { read(o: number, n: number): Uint8Array }, offset: number, n: number) {
+  return new Float32Array(ws.read(offset, n * 4).slice().buffer);
+}
+
+Deno.test("route, moe, gate_scale and lincomb compute what plan.zig documents", () => {
+  // Experts: E = 3 F32 runs of hidden 32 and width 4 (gate/up 2 x 4 rows, down 32 x 4).
+  const hidden = 32;
+  const width = 4;
+  const E = 3;
+  const tile = (rows: number, cols: number, seed: number) =>
+    Float32Array.from({ length: rows * cols }, (_, i) => Math.sin(seed * 13 + i) / 4);
+  const gate = [0, 1, 2].map((e) => tile(width, hidden, 3 * e));
+  const up = [0, 1, 2].map((e) => tile(width, hidden, 3 * e + 1));
+  const down = [0, 1, 2].map((e) => tile(hidden, width, 3 * e + 2));
+  const guBytes = 2 * (16 + width * hidden * 4);
+  const dBytes = 16 + hidden * width * 4;
+  using bank = allocAligned(E * (guBytes + dBytes), 64);
+  const gateUp: WeightRun[] = [];
+  const downs: WeightRun[] = [];
+  for (let e = 0; e < E; e++) {
+    const at = e * (guBytes + dBytes);
+    bank.write(at + 16, new Uint8Array(gate[e].buffer));
+    bank.write(at + 16 + width * hidden * 4 + 16, new Uint8Array(up[e].buffer));
+    bank.write(at + guBytes + 16, new Uint8Array(down[e].buffer));
+    gateUp.push({
+      kind: RUN_KIND.TILES_F32,
+      region: bank,
+      offset: at,
+      length: guBytes,
+      cols: hidden,
+      rows: [width, width],
+    });
+    downs.push({
+      kind: RUN_KIND.TILES_F32,
+      region: bank,
+      offset: at + guBytes,
+      length: dBytes,
+      cols: width,
+      rows: [hidden],
+    });
+  }
+  using ws = allocAligned(1 << 16, 64);
+  const x = Float32Array.from({ length: hidden }, (_, i) => Math.cos(i) / 2);
+  // Router rows: expert 1 and 2 tie exactly; expert 0 scores highest.
+  const router = new Float32Array(E * hidden);
+  for (let i = 0; i < hidden; i++) {
+    router[i] = 2 * x[i];
+    router[hidden + i] = x[i];
+    router[2 * hidden + i] = x[i];
+  }
+  const gateVec = Float32Array.from({ length: hidden }, (_, i) => (i % 3) - 1);
+  ws.write(0, new Uint8Array(x.buffer));
+  ws.write(4096, new Uint8Array(router.buffer));
+  ws.write(8192, new Uint8Array(gateVec.buffer));
+  const X = { offset: 0, stride: 0 };
+  const sel = { offset: 12288, stride: 0 };
+  const out = { offset: 16384, stride: 0 };
+  const y = { offset: 20480, stride: 0 };
+  const b = new PlanBuilder();
+  b.route(X, 4096, hidden, E, 2, true, sel);
+  b.lincomb(out, out, out, hidden, 0, 0);
+  b.moe({
+    gateUp,
+    down: downs,
+    topK: 2,
+    sel,
+    x: X,
+    act: "silu",
+    scratch: { offset: 24576, stride: 0 },
+    out,
+    counter: 32768,
+  });
+  b.lincomb(y, X, X, hidden, 0.5, 0.25); // y = 0.75 x
+  b.gateScale(y, hidden, 8192, X, hidden);
+  using plan = b.build(ws, 1, 4);
+  plan.run(new Uint32Array([0]), 0);
+  plan.run(new Uint32Array([0]), 0);
+
+  // route: expert 0, then the tie goes to the lower index, 1; weights renormalized.
+  const s = new DataView(ws.read(12288, 16).slice().buffer);
+  assert.deepEqual([s.getUint32(0, true), s.getUint32(4, true)], [0, 1]);
+  const dot = x.reduce((a, v) => a + v * v, 0);
+  const p0 = Math.exp(2 * dot) / (Math.exp(2 * dot) + 2 * Math.exp(dot));
+  const p1 = Math.exp(dot) / (Math.exp(2 * dot) + 2 * Math.exp(dot));
+  const w = [p0 / (p0 + p1), p1 / (p0 + p1)];
+  assert.ok(Math.abs(s.getFloat32(8, true) - w[0]) < 1e-6);
+  assert.ok(Math.abs(s.getFloat32(12, true) - w[1]) < 1e-6);
+  // moe: the weighted sum of experts 0 and 1 only.
+  const silu = (v: number) => v / (1 + Math.exp(-v));
+  const expert = (e: number) => {
+    const h = Array.from({ length: width }, (_, r) => {
+      let g = 0;
+      let u = 0;
+      for (let i = 0; i < hidden; i++) {
+        g += gate[e][r * hidden + i] * x[i];
+        u += up[e][r * hidden + i] * x[i];
+      }
+      return silu(g) * u;
+    });
+    return Array.from(
+      { length: hidden },
+      (_, o) => h.reduce((a, v, r) => a + down[e][o * width + r] * v, 0),
+    );
+  };
+  const e0 = expert(0);
+  const e1 = expert(1);
+  const got = floats(ws, 16384, hidden);
+  for (let i = 0; i < hidden; i++) {
+    assert.ok(Math.abs(got[i] - (w[0] * e0[i] + w[1] * e1[i])) < 1e-5, `moe[${i}]`);
+  }
+  // Two runs, two experts each: the counter holds exactly their spans, twice.
+  const counter = new DataView(ws.read(32768, 8).slice().buffer).getBigUint64(0, true);
+  assert.equal(Number(counter), 2 * 2 * (guBytes + dBytes));
+  // gate_scale and lincomb.
+  const gd = gateVec.reduce((a, v, i) => a + v * x[i], 0);
+  const yv = floats(ws, 20480, hidden);
+  for (let i = 0; i < hidden; i++) {
+    assert.ok(Math.abs(yv[i] - 0.75 * x[i] / (1 + Math.exp(-gd))) < 1e-6, `gate_scale[${i}]`);
+  }
+});
+
+Deno.test("route and moe refuse what does not fit", () => {
+  const { run } = f32Run();
+  using ws = allocAligned(8192, 64);
+  const X = { offset: 0, stride: 0 };
+  const sel = { offset: 1024, stride: 0 };
+  const bad = (f: (b: PlanBuilder) => void) => {
+    const b = new PlanBuilder();
+    f(b);
+    return status(() => b.build(ws, 1, 4));
+  };
+  // top-k above the experts, no experts, a router past the workspace.
+  assert.equal(bad((b) => b.route(X, 2048, 32, 2, 3, true, sel)), STATUS.INVALID_ARG);
+  assert.equal(bad((b) => b.route(X, 2048, 32, 0, 1, true, sel)), STATUS.INVALID_ARG);
+  assert.equal(bad((b) => b.route(X, 8000, 32, 4, 2, true, sel)), STATUS.RANGE);
+  // An expert whose gate/up is one matrix, not two.
+  const moe = (gateUp: WeightRun, counter: number) => (b: PlanBuilder) =>
+    b.moe({
+      gateUp: [gateUp],
+      down: [gateUp],
+      topK: 1,
+      sel,
+      x: X,
+      act: "silu",
+      scratch: { offset: 2048, stride: 0 },
+      out: { offset: 4096, stride: 0 },
+      counter,
+    });
+  assert.equal(bad(moe(run, 6144)), STATUS.INVALID_ARG);
+  assert.throws(() => new PlanBuilder().lincomb(X, X, X, 32, Infinity, 1), RangeError);
+  run.region.close();
+});

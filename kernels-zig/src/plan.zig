@@ -90,6 +90,25 @@ pub const Op = enum(u32) {
     gated = 11,
     /// x, x_stride, n, cap (f32 bits): x = cap tanh(x / cap).
     softcap = 12,
+    /// x, x_stride, router, n, n_experts, top_k, flags, sel, sel_stride: the
+    /// router's f32 logits R x (R at `router`, n_experts rows of n), their
+    /// softmax p and the top_k largest p (ties: lower index first), written
+    /// as top_k u32 expert ids then top_k f32 weights; flags bit 0: the
+    /// weights renormalized to sum 1, else the p themselves.
+    route = 13,
+    /// gate_up_run0, down_run0, n_experts, top_k, sel, sel_stride, x, x_stride,
+    /// act (0 SiLU, 1 GELU), scratch, scratch_stride, out, out_stride, counter:
+    /// out += sum_j w_j down_e(act(gate_e x) * up_e x) over each row's
+    /// selected experts e (runs gate_up_run0 + e and down_run0 + e). Rows
+    /// that chose the same expert share one read of its weights; the bytes
+    /// of the experts read are added to the u64 at `counter`.
+    moe = 14,
+    /// y, y_stride, n_y, v, x, x_stride, n_x: y *= sigmoid(v . x).
+    gate_scale = 15,
+    /// out, out_stride, a, a_stride, b, b_stride, n, alpha, beta (f32 bits):
+    /// out = alpha a + beta b; with alpha 0, a is not read; with both 0,
+    /// neither is (out = 0).
+    lincomb = 16,
     _,
 };
 
@@ -232,7 +251,8 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         out.total_rows += rows;
         out.panel_off[m + 1] = out.panel_off[m] + packing.panelsOf(rows);
     }
-    if (cols % qk != 0 and kind != .tiles_f32) return error.InvalidArg;
+    // Tiles pad a row's last group to 32 (zero weights); panels need whole groups.
+    if (cols % qk != 0 and (kind == .packed_q4_0 or kind == .packed_q8_0)) return error.InvalidArg;
     const expected = switch (kind) {
         .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
         .tiles_f32 => f32Bytes(&out.layout),
@@ -371,8 +391,95 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             try c.buf(a[0], a[1], n * 4);
             if (try finite(a[3]) <= 0) return error.InvalidArg;
         },
+        .route => {
+            const n = try dim(a[3]);
+            const n_exp = a[4];
+            const top_k = a[5];
+            if (n_exp == 0 or n_exp > max_experts or top_k == 0 or top_k > n_exp or a[6] > 1) return error.InvalidArg;
+            try c.buf(a[0], a[1], n * 4);
+            try c.one(a[2], try mul(try mul(n_exp, n), 4));
+            try c.buf(a[7], a[8], @as(usize, top_k) * 8);
+        },
+        .moe => {
+            const n_exp = a[2];
+            const top_k = a[3];
+            if (n_exp == 0 or n_exp > max_experts or top_k == 0 or top_k > n_exp or a[8] > 1) return error.InvalidArg;
+            if (try add(a[0], n_exp) > runs.len or try add(a[1], n_exp) > runs.len) return error.Range;
+            const g0 = &runs[a[0]];
+            if (g0.layout.n_members != 2 or g0.layout.rows[0] != g0.layout.rows[1]) return error.InvalidArg;
+            const hidden = g0.layout.cols;
+            const effn = g0.layout.rows[0];
+            for (0..n_exp) |e| {
+                const g = &runs[a[0] + e];
+                const d = &runs[a[1] + e];
+                if (g.kind != g0.kind or d.kind != g0.kind) return error.InvalidArg;
+                if (g.layout.n_members != 2 or g.layout.cols != hidden or g.layout.rows[0] != effn or g.layout.rows[1] != effn) return error.InvalidArg;
+                if (d.layout.n_members != 1 or d.layout.cols != effn or d.layout.rows[0] != hidden) return error.InvalidArg;
+            }
+            const quant = isQuant(g0.kind);
+            try c.buf(a[4], a[5], @as(usize, top_k) * 8);
+            try c.buf(a[6], a[7], if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4);
+            if (a[10] % 64 != 0 or a[9] % 64 != 0) return error.Alignment;
+            try c.buf(a[9], a[10], MoeScratch.of(hidden, effn, quant).bytes);
+            try c.buf(a[11], a[12], hidden * 4);
+            if (a[13] % 8 != 0) return error.Alignment;
+            try c.one(a[13], 8);
+        },
+        .gate_scale => {
+            const n_y = try dim(a[2]);
+            const n_x = try dim(a[6]);
+            try c.buf(a[0], a[1], n_y * 4);
+            try c.one(a[3], n_x * 4);
+            try c.buf(a[4], a[5], n_x * 4);
+        },
+        .lincomb => {
+            const n = try dim(a[6]);
+            try c.buf(a[0], a[1], n * 4);
+            const alpha = try finite(a[7]);
+            if (alpha != 0) try c.buf(a[2], a[3], n * 4);
+            try c.buf(a[4], a[5], n * 4);
+            _ = try finite(a[8]);
+        },
         _ => return error.InvalidArg,
     }
+}
+
+/// Most experts of a MoE layer (the `.cflow` limit).
+pub const max_experts: u32 = 1024;
+
+/// One row of a `moe` operation's scratch: the gathered input, gate|up,
+/// the activation, its quantization (quantized runs) and the expert's
+/// output, each 64-byte aligned.
+const MoeScratch = struct {
+    xg: usize,
+    gu: usize,
+    hb: usize,
+    hq: usize,
+    y: usize,
+    bytes: usize,
+
+    fn up64(n: usize) usize {
+        return (n + 63) / 64 * 64;
+    }
+
+    fn of(hidden: usize, effn: usize, quant: bool) MoeScratch {
+        const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
+        var s: MoeScratch = undefined;
+        s.xg = 0;
+        s.gu = up64(x_bytes);
+        s.hb = s.gu + up64(2 * effn * 4);
+        s.hq = s.hb + up64(effn * 4);
+        s.y = s.hq + (if (quant) up64(ActRow.bytes(packing.groupsOf(effn))) else 0);
+        s.bytes = s.y + up64(hidden * 4);
+        return s;
+    }
+};
+
+test "moe scratch layout" {
+    const s = MoeScratch.of(64, 32, true);
+    try std.testing.expect(s.gu % 64 == 0 and s.hb > s.gu and s.hq >= s.hb + 128 and s.y > s.hq and s.bytes >= s.y + 256);
+    const f = MoeScratch.of(64, 32, false);
+    try std.testing.expectEqual(f.hq, f.y);
 }
 
 /// Creates a plan; returns a handle (> 0) or a status code, with `where`
@@ -553,6 +660,7 @@ const Exec = struct {
         const rows = n_tok - row0;
         switch (@as(Op, @enumFromInt(w[0]))) {
             .matmul => return self.matmul(w[2..], row0, rows),
+            .moe => return self.moe(w[2..], row0, rows),
             .attention => {
                 const n_kv = w[2 + 6];
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows, .chunk = 1 });
@@ -566,13 +674,18 @@ const Exec = struct {
 
     fn matmul(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
         const r = &self.p.runs[a[0]];
+        self.matmulRows(r, self.p.ws + a[1] + a[2] * row0, a[2], @ptrCast(@alignCast(self.p.ws + a[3] + a[4] * row0)), a[4] / 4, rows);
+    }
+
+    /// y = W in for `rows` rows of `in` (ActRows or f32), on the pool.
+    fn matmulRows(self: *const Exec, r: *const Run, in: [*]const u8, in_stride: usize, y: [*]f32, y_stride: usize, rows: usize) void {
         var ctx = MatCtx{
             .ex = self,
             .r = r,
-            .in = self.p.ws + a[1] + a[2] * row0,
-            .in_stride = a[2],
-            .y = @ptrCast(@alignCast(self.p.ws + a[3] + a[4] * row0)),
-            .y_stride = a[4] / 4,
+            .in = in,
+            .in_stride = in_stride,
+            .y = y,
+            .y_stride = y_stride,
             .n_tok = rows,
         };
         switch (r.kind) {
@@ -591,7 +704,88 @@ const Exec = struct {
             },
         }
     }
+
+    /// The selected experts of every row: per expert, the rows that chose
+    /// it are gathered into the scratch, run through its gate/up and down
+    /// in one read of its weights, and scattered back, weighted, into out.
+    fn moe(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
+        const n_exp = a[2];
+        const top_k = a[3];
+        const g0 = &self.p.runs[a[0]];
+        const hidden = g0.layout.cols;
+        const effn = g0.layout.rows[0];
+        const quant = isQuant(g0.kind);
+        const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
+        const sl = MoeScratch.of(hidden, effn, quant);
+        const ss: usize = a[10];
+        const scratch = self.p.ws + a[9];
+        const k = self.env.t;
+        assert(rows <= max_batch);
+        var members: [max_batch]u32 = undefined;
+        var weights: [max_batch]f32 = undefined;
+        var read: u64 = 0;
+        for (0..n_exp) |e| {
+            var n: usize = 0;
+            for (row0..row0 + rows) |t| {
+                const sel = self.bytesAt(a[4], a[5], t);
+                for (0..top_k) |j| {
+                    const id = std.mem.readInt(u32, sel[j * 4 ..][0..4], .little);
+                    if (id != e) continue;
+                    members[n] = @intCast(t);
+                    weights[n] = @bitCast(std.mem.readInt(u32, sel[(top_k + j) * 4 ..][0..4], .little));
+                    n += 1;
+                }
+            }
+            if (n == 0) continue;
+            assert(n <= rows);
+            const gr = &self.p.runs[a[0] + e];
+            const dr = &self.p.runs[a[1] + e];
+            read += gr.len + dr.len;
+            for (0..n) |i| @memcpy((scratch + i * ss + sl.xg)[0..x_bytes], self.bytesAt(a[6], a[7], members[i])[0..x_bytes]);
+            self.matmulRows(gr, scratch + sl.xg, ss, @ptrCast(@alignCast(scratch + sl.gu)), ss / 4, n);
+            for (0..n) |i| {
+                const row = scratch + i * ss;
+                const gu: [*]f32 = @ptrCast(@alignCast(row + sl.gu));
+                const hb: [*]f32 = @ptrCast(@alignCast(row + sl.hb));
+                if (a[8] == 0) k.silu_mul(gu, gu + effn, hb, effn) else k.gelu_mul(gu, gu + effn, hb, effn);
+                if (quant and !quantizeRow(k, hb[0..effn], row + sl.hq)) return error.Nonfinite;
+            }
+            self.matmulRows(dr, scratch + (if (quant) sl.hq else sl.hb), ss, @ptrCast(@alignCast(scratch + sl.y)), ss / 4, n);
+            for (0..n) |i| {
+                const y: [*]const f32 = @ptrCast(@alignCast(scratch + i * ss + sl.y));
+                const out = self.f32s(a[11], a[12], members[i], hidden);
+                for (out, 0..) |*o, c| o.* += weights[i] * y[c];
+            }
+        }
+        const counter = self.p.ws + a[13];
+        const before = std.mem.readInt(u64, counter[0..8], .little);
+        std.mem.writeInt(u64, counter[0..8], before +% read, .little);
+    }
 };
+
+/// Q8_0 quantization of one row into an ActRow (blocks, f32 scales, sums);
+/// false when the row holds a non-finite value.
+fn quantizeRow(k: *const Table, x: []const f32, q: [*]u8) bool {
+    const ng = x.len / qk;
+    if (!k.quantize_q8_0(x.ptr, ng, @ptrCast(q))) return false;
+    const so = ActRow.scalesOffset(ng);
+    const su = ActRow.sumsOffset(ng);
+    for (0..ng) |g| {
+        const blk = q + g * abi.q8_0_block_bytes;
+        const d = abi.f16ToF32(@as(u16, blk[0]) | (@as(u16, blk[1]) << 8));
+        var sum: i32 = 0;
+        for (blk[2..][0..qk]) |b| sum += @as(i8, @bitCast(b));
+        std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
+        std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
+    }
+    return true;
+}
+
+/// e^x as the kernels compute it (glibc's expf natively, its port in wasm).
+fn expf32(x: f32) f32 {
+    if (is_wasm) return @import("expf.zig").expf(x);
+    return @exp(x);
+}
 
 const MatCtx = struct {
     ex: *const Exec,
@@ -701,22 +895,9 @@ const RowCtx = struct {
                 k.rms_norm(ex.f32s(a[0], a[1], t, n).ptr, ex.f32s(a[2], 0, 0, n).ptr, n, @bitCast(a[6]), ex.f32s(a[3], a[4], t, n).ptr);
             },
             .quantize => {
-                const n = a[2];
-                const ng = n / qk;
-                const q = ex.bytesAt(a[3], a[4], t);
-                if (!k.quantize_q8_0(ex.f32s(a[0], a[1], t, n).ptr, ng, @ptrCast(q))) {
+                if (!quantizeRow(k, ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
                     @constCast(self).failed.store(true, .release);
                     return;
-                }
-                const so = ActRow.scalesOffset(ng);
-                const su = ActRow.sumsOffset(ng);
-                for (0..ng) |g| {
-                    const blk = q + g * abi.q8_0_block_bytes;
-                    const d = abi.f16ToF32(@as(u16, blk[0]) | (@as(u16, blk[1]) << 8));
-                    var sum: i32 = 0;
-                    for (blk[2..][0..qk]) |b| sum += @as(i8, @bitCast(b));
-                    std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
-                    std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
                 }
             },
             .add => {
@@ -773,7 +954,76 @@ const RowCtx = struct {
                 const cap: f32 = @bitCast(a[3]);
                 for (x) |*v| v.* = cap * std.math.tanh(v.* / cap);
             },
-            .matmul, .attention => unreachable,
+            .route => {
+                const n = a[3];
+                const n_exp = a[4];
+                const top_k = a[5];
+                const x = ex.f32s(a[0], a[1], t, n);
+                const r = ex.f32s(a[2], 0, 0, n_exp * n);
+                var p: [max_experts]f32 = undefined;
+                var taken = [_]bool{false} ** max_experts;
+                var top: f32 = -std.math.inf(f32);
+                for (0..n_exp) |e| {
+                    var acc: f32 = 0;
+                    for (r[e * n ..][0..n], x) |wv, xv| acc += wv * xv;
+                    p[e] = acc;
+                    top = @max(top, acc);
+                }
+                if (!std.math.isFinite(top)) {
+                    @constCast(self).failed.store(true, .release);
+                    return;
+                }
+                var sum: f32 = 0;
+                for (p[0..n_exp]) |*v| {
+                    v.* = expf32(v.* - top);
+                    sum += v.*;
+                }
+                for (p[0..n_exp]) |*v| v.* /= sum;
+                const sel = ex.bytesAt(a[7], a[8], t);
+                var chosen: f32 = 0;
+                for (0..top_k) |j| {
+                    var best: usize = n_exp;
+                    for (0..n_exp) |e| {
+                        if (!taken[e] and (best == n_exp or p[e] > p[best])) best = e;
+                    }
+                    taken[best] = true;
+                    chosen += p[best];
+                    std.mem.writeInt(u32, sel[j * 4 ..][0..4], @intCast(best), .little);
+                    std.mem.writeInt(u32, sel[(top_k + j) * 4 ..][0..4], @bitCast(p[best]), .little);
+                }
+                if (a[6] & 1 != 0) {
+                    for (0..top_k) |j| {
+                        const at = sel[(top_k + j) * 4 ..][0..4];
+                        const w: f32 = @bitCast(std.mem.readInt(u32, at, .little));
+                        std.mem.writeInt(u32, at, @bitCast(w / chosen), .little);
+                    }
+                }
+            },
+            .gate_scale => {
+                const y = ex.f32s(a[0], a[1], t, a[2]);
+                const v = ex.f32s(a[3], 0, 0, a[6]);
+                const x = ex.f32s(a[4], a[5], t, a[6]);
+                var d: f32 = 0;
+                for (v, x) |vv, xv| d += vv * xv;
+                const g = 1 / (1 + expf32(-d));
+                for (y) |*yv| yv.* *= g;
+            },
+            .lincomb => {
+                const n = a[6];
+                const out = ex.f32s(a[0], a[1], t, n);
+                const b = ex.f32s(a[4], a[5], t, n);
+                const alpha: f32 = @bitCast(a[7]);
+                const beta: f32 = @bitCast(a[8]);
+                if (alpha == 0 and beta == 0) {
+                    @memset(out, 0);
+                } else if (alpha == 0) {
+                    for (out, b) |*o, bv| o.* = beta * bv;
+                } else {
+                    const av = ex.f32s(a[2], a[3], t, n);
+                    for (out, av, b) |*o, x, bv| o.* = alpha * x + beta * bv;
+                }
+            },
+            .matmul, .attention, .moe => unreachable,
             _ => unreachable,
         }
     }
