@@ -181,6 +181,14 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
           generated_tokens: stats.generatedTokens,
           peak_rss_mib: rss,
           stop_reason: stats.stopReason,
+          ...(stats.expertBytes && {
+            expert_bytes: {
+              prefill: stats.expertBytes.prefill,
+              decode_per_token: stats.expertBytes.decodePerToken,
+              decode_per_layer_per_token: stats.expertBytes.decodePerLayerPerToken,
+              bank_per_layer: stats.expertBytes.bankPerLayer,
+            },
+          }),
         },
       }));
     } else {

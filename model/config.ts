@@ -87,7 +87,69 @@ export interface ModelConfig {
   tied: boolean;
   /** Trained context length (0 if unknown). */
   contextLength: number;
+  /** Mixture-of-experts layers, or null for a dense model. */
+  moe: MoeConfig | null;
+  /**
+   * The pipeline-native schedule (docs/ARCHITECTURES.md), read from the
+   * header; null for the other families, which run the plain sequential
+   * layer.
+   */
+  pipeline: PipelineConfig | null;
+  /** V heads RMS-normalized without a weight before caching (feature bit 1). */
+  vNorm: boolean;
+  /** QK-norm over the whole q and k (OLMoE) rather than per head. */
+  qkNormFull: boolean;
 }
+
+/**
+ * The mixture-of-experts part of a model.
+ *
+ * @example
+ * ```ts
+ * import type { MoeConfig } from "./config.ts";
+ * const m: MoeConfig = { experts: 8, topK: 2, expertFfn: 14336, renormalize: true };
+ * ```
+ */
+export interface MoeConfig {
+  /** Experts per MoE layer. */
+  experts: number;
+  /** Experts selected per token. */
+  topK: number;
+  /** Each expert's FFN width. */
+  expertFfn: number;
+  /** The selected probabilities renormalized to sum 1. */
+  renormalize: boolean;
+}
+
+/**
+ * How a pipeline-native model's layers read and combine their streams.
+ *
+ * @example
+ * ```ts
+ * import type { PipelineConfig } from "./config.ts";
+ * const p: PipelineConfig = { style: 1, denseDelay: 1, expertDelay: 2, styleParam: 0 };
+ * ```
+ */
+export interface PipelineConfig {
+  /** combine_style: 0 ParallelSqrt2 ... 5 FixedPoint. */
+  style: number;
+  /** Layers the dense FFN's input lags. */
+  denseDelay: number;
+  /** Layers between routing and injecting expert outputs. */
+  expertDelay: number;
+  /** Merge interval (DecoupledStreams) or iterations (FixedPoint). */
+  styleParam: number;
+}
+
+/** combine_style values (docs/ARCHITECTURES.md). */
+export const COMBINE_STYLE = {
+  PARALLEL_SQRT2: 0,
+  DELAYED_SUM: 1,
+  ASYNC_EXPERTS: 2,
+  DECOUPLED_STREAMS: 3,
+  PIPELINE_REGISTERS: 4,
+  FIXED_POINT: 5,
+} as const;
 
 function num(v: unknown, fallback: number): number {
   return typeof v === "number" && Number.isFinite(v) ? v : fallback;
@@ -107,7 +169,17 @@ export function modelConfig(file: TiledFile): ModelConfig {
   const g = file.geometry;
   const m = file.metadata;
   const arch = typeof m.architecture === "string" ? m.architecture : "llama";
-  const supported = ["llama", "qwen2", "qwen3", "gemma3"];
+  const supported = [
+    "llama",
+    "qwen2",
+    "qwen3",
+    "gemma3",
+    "mixtral",
+    "olmoe",
+    "qwen2moe",
+    "qwen3moe",
+    "pipeline_native",
+  ];
   if (!supported.includes(arch)) {
     throw new RangeError(
       `model: architecture "${arch}" is not supported for generation yet (supported: ${
@@ -115,11 +187,29 @@ export function modelConfig(file: TiledFile): ModelConfig {
       })`,
     );
   }
-  if (g.experts > 0) {
-    throw new RangeError("model: mixture-of-experts layers are not supported for generation yet");
+  const native = arch === "pipeline_native";
+  if (!native && (g.denseDelay !== 0 || g.expertDelay !== 0)) {
+    throw new RangeError(`model: ${arch} files have no delays (dense_delay, expert_delay)`);
   }
-  if (g.denseDelay !== 0 || g.expertDelay !== 0) {
-    throw new RangeError("model: delayed (pipeline-native) schedules are not supported yet");
+  const styleParam = (g as { styleParam?: number }).styleParam ?? 0;
+  const pipeline: PipelineConfig | null = native
+    ? { style: g.combineStyle, denseDelay: g.denseDelay, expertDelay: g.expertDelay, styleParam }
+    : null;
+  if (pipeline !== null) checkPipeline(pipeline, g.experts);
+  let moe: MoeConfig | null = null;
+  if (g.experts > 0) {
+    const norm = m.moe_norm_topk_prob;
+    moe = {
+      experts: g.experts,
+      topK: g.topK,
+      // .vflow headers have no room for it: every expert-tile entry has it.
+      expertFfn: g.expertFfnHidden > 0
+        ? g.expertFfnHidden
+        : (file.experts.values().next().value?.gate.rows ?? 0),
+      // Mixtral's softmax over the top-k logits is the renormalized rule; the
+      // pipeline-native family routes the same way (docs/ARCHITECTURES.md).
+      renormalize: typeof norm === "boolean" ? norm : arch === "mixtral" || native,
+    };
   }
   const hf = (m.hf_config ?? {}) as Record<string, unknown>;
   const gguf = (m.gguf ?? {}) as Record<string, unknown>;
@@ -194,10 +284,33 @@ export function modelConfig(file: TiledFile): ModelConfig {
     attnSoftcap: gemma ? 0 : num(hf.attn_logit_softcapping, 0),
     finalSoftcap: g.finalLogitSoftcap,
     embedScale: (g.featureFlags & FEATURE.EMBED_SCALE) !== 0 ? Math.fround(Math.sqrt(g.hidden)) : 1,
-    activation: gemma ? "gelu" : "silu",
+    activation: gemma || (native && (g.featureFlags & GEGLU) !== 0) ? "gelu" : "silu",
     tied: (g.featureFlags & FEATURE.TIED_EMBEDDINGS) !== 0,
     contextLength: num(m.context_length, 0),
+    moe,
+    pipeline,
+    vNorm: (g.featureFlags & FEATURE.V_NORM) !== 0,
+    qkNormFull: arch === "olmoe",
   };
+}
+
+/** feature_flags bit 3: GELU-gated FFNs (docs/FORMAT.md). */
+const GEGLU = 8;
+
+/** The header's combination of style, delays and parameter must be one the schedule defines. */
+function checkPipeline(p: PipelineConfig, experts: number): void {
+  const fail = (why: string) => {
+    throw new RangeError(`model: combine_style ${p.style}: ${why}`);
+  };
+  if (p.style < 0 || p.style > 5) fail("unknown style");
+  const delayed = p.denseDelay !== 0 || p.expertDelay !== 0;
+  if (p.style === COMBINE_STYLE.PARALLEL_SQRT2 && (delayed || experts === 0)) {
+    fail("ParallelSqrt2 needs experts and no delays");
+  }
+  if (p.style >= COMBINE_STYLE.DECOUPLED_STREAMS && delayed) fail("this style has no delays");
+  const wantsParam = p.style === COMBINE_STYLE.DECOUPLED_STREAMS ||
+    p.style === COMBINE_STYLE.FIXED_POINT;
+  if (wantsParam !== p.styleParam > 0) fail(`style_param ${p.styleParam} does not fit the style`);
 }
 
 /**

@@ -11,7 +11,7 @@
  * @module
  */
 
-export { ropeFrequencies } from "./config.ts";
-export type { ModelConfig, RopeScaling } from "./config.ts";
+export { COMBINE_STYLE, ropeFrequencies } from "./config.ts";
+export type { ModelConfig, MoeConfig, PipelineConfig, RopeScaling } from "./config.ts";
 export { Transformer } from "./transformer.ts";
-export type { LoadStats, TransformerOptions } from "./transformer.ts";
+export type { LoadStats, TracePosition, TraceStep, TransformerOptions } from "./transformer.ts";

@@ -14,6 +14,7 @@ import {
   type Buf,
   type Kernels,
   type MemoryRegion,
+  moeScratchBytes,
   openKernels,
   packedBytes,
   packRun,
@@ -30,11 +31,27 @@ import {
   type LoadedTiledFile,
   loadTiledFile,
   MATRIX,
+  matrixTileBytes,
   readF32Entry,
   TILE_TYPE,
   VOCAB_LAYER,
 } from "../formats/cflow/mod.ts";
-import { type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
+import { COMBINE_STYLE, type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
+import { buildSchedule, type Schedule, type StreamRead } from "../scheduler/mod.ts";
+
+/** The experts of one layer: runs, and workspace offsets of the router and norm. */
+interface MoeWeights {
+  /** Norm of the router's and experts' input. */
+  norm: number;
+  /** f32 router, experts x hidden. */
+  router: number;
+  gateUp: WeightRun[];
+  down: WeightRun[];
+  /** Qwen2-MoE's shared expert and its sigmoid gate. */
+  shared?: { gateUp: WeightRun; down: WeightRun; gate: number; ffn: number };
+  /** Workspace offset of this layer's u64 count of expert bytes read. */
+  counter: number;
+}
 
 /** One layer's weights: runs, and workspace offsets of its f32 vectors. */
 interface LayerWeights {
@@ -47,12 +64,11 @@ interface LayerWeights {
   kNorm?: number;
   o: WeightRun;
   postAttnNorm?: number;
-  ffnNorm: number;
-  gateUp: WeightRun;
-  down: WeightRun;
+  ffnNorm?: number;
+  gateUp?: WeightRun;
+  down?: WeightRun;
   postFfnNorm?: number;
-  kCache: number;
-  vCache: number;
+  moe?: MoeWeights;
 }
 
 /** Asks for transparent huge pages; where the kernel refuses, 4 KiB pages work too. */
@@ -64,9 +80,19 @@ function hugePages(region: AlignedBuffer): void {
   }
 }
 
+/** The tiled runs of one layer. */
+interface LayerRuns {
+  qkv: WeightRun;
+  o: WeightRun;
+  gateUp?: WeightRun;
+  down?: WeightRun;
+  experts?: { gateUp: WeightRun[]; down: WeightRun[] };
+  shared?: { gateUp: WeightRun; down: WeightRun };
+}
+
 /** The tiled runs of a model's matrices. */
 interface ModelRuns {
-  layers: { qkv: WeightRun; o: WeightRun; gateUp: WeightRun; down: WeightRun }[];
+  layers: LayerRuns[];
   embd: WeightRun;
   output: WeightRun;
 }
@@ -94,10 +120,18 @@ interface RunState {
   qkv: Buf; // q | k | v
   att: Buf; // attention output (heads x head_dim, padded)
   attq: Buf;
-  proj: Buf; // output of O and down (hidden)
+  proj: Buf; // output of O (hidden)
   gateUp: Buf; // gate | up
   hb: Buf; // act(gate) * up (padded)
   hq: Buf;
+  d: Buf; // dense FFN output (hidden)
+  e: Buf; // expert output (hidden), when not queued
+  sel: Buf; // selected experts: top_k ids, top_k weights
+  moeScratch: Buf;
+  shared: Buf; // shared expert output (hidden)
+  xf: Buf; // the second stream: s_f (DecoupledStreams) or xfm_reg (PipelineRegisters)
+  ring: Buf[]; // residual snapshots for the dense delay
+  queue: Buf[]; // expert outputs in flight
   logits: Buf; // one row: the batch's last token
 }
 
@@ -172,6 +206,50 @@ export interface LoadStats {
 }
 
 /**
+ * One pass of {@link Transformer.trace}: the schedule step, the L2 norms of
+ * the streams after it, the experts selected (MoE layers) and the expert
+ * bytes read.
+ *
+ * @example
+ * ```ts
+ * import type { TraceStep } from "./transformer.ts";
+ * const s: TraceStep = { step: 0, layer: 0, norms: { x: 3.2 }, expertBytes: 0 };
+ * ```
+ */
+export interface TraceStep {
+  /** Pass index. */
+  step: number;
+  /** Layer (block) whose weights it read. */
+  layer: number;
+  /** L2 norm of each stream after the pass. */
+  norms: Record<string, number>;
+  /** The router's selection: expert ids in order and their weights. */
+  experts?: { ids: number[]; weights: number[] };
+  /** Expert weight bytes the pass read. */
+  expertBytes: number;
+}
+
+/**
+ * One position of {@link Transformer.trace}.
+ *
+ * @example
+ * ```ts
+ * import type { TracePosition } from "./transformer.ts";
+ * const p: TracePosition = { steps: [], finalNorm: 1, argmax: 3, logits: new Float32Array(4) };
+ * ```
+ */
+export interface TracePosition {
+  /** Every pass, in order. */
+  steps: TraceStep[];
+  /** L2 norm of what the final norm reads (after the flush or merge). */
+  finalNorm: number;
+  /** Index of the largest logit. */
+  argmax: number;
+  /** The logits. */
+  logits: Float32Array;
+}
+
+/**
  * A loaded model ready to run.
  *
  * @example
@@ -202,6 +280,21 @@ export class Transformer {
   readonly #logitsOffset: number;
   readonly #one = new Uint32Array(1);
   #singleThreadDecode = false;
+  /** Workspace offsets of each layer's expert-byte counter (-1: no experts). */
+  #counters: number[] = [];
+  readonly #counterBytes = new Uint8Array(8);
+  readonly #counterSeen: number[] = [];
+  #bankBytes: number[] = [];
+  #stateBuffers!: RunState;
+  /** Expert bytes each layer read in the last call (forward, prefill, trace). */
+  #lastExpertBytes: number[] = [];
+  #totalExpertBytes = 0;
+  /**
+   * The delay-aware schedule the plan follows: per pass, what its
+   * attention, dense FFN and experts read and which expert outputs it
+   * injects (scheduler/).
+   */
+  readonly schedule: Schedule;
 
   private constructor(file: LoadedTiledFile, options: TransformerOptions) {
     this.#file = file;
@@ -230,21 +323,46 @@ export class Transformer {
     const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
 
     // Workspace: activations for a batch, norms, RoPE tables, KV caches.
+    const schedule = buildSchedule({
+      layers: c.layers,
+      hasDense: c.ffnHidden > 0,
+      hasExperts: c.moe !== null,
+      pipeline: c.pipeline,
+    });
+    this.schedule = schedule;
     const L = new Layout();
     const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
     const pad = (n: number) => Math.ceil(n / 32) * 32;
+    const widest = Math.max(
+      c.ffnHidden,
+      runs.layers.reduce((m, r) => Math.max(m, r.shared?.down.cols ?? 0), 0),
+    );
+    const hiddenRows = () => L.rows(c.hidden * 4, batch);
+    const expertsQuantized = runs.layers.some((r) =>
+      r.experts !== undefined && r.experts.down[0].kind !== RUN_KIND.TILES_F32
+    );
     const s: RunState = {
-      x: L.rows(c.hidden * 4, batch),
+      x: hiddenRows(),
       xb: L.rows(pad(c.hidden) * 4, batch),
       xq: L.rows(actRowBytes(pad(c.hidden)), batch),
       qkv: L.rows((qDim + 2 * kvDim) * 4, batch),
       att: L.rows(pad(qDim) * 4, batch),
       attq: L.rows(actRowBytes(pad(qDim)), batch),
-      proj: L.rows(c.hidden * 4, batch),
-      gateUp: L.rows(2 * c.ffnHidden * 4, batch),
-      hb: L.rows(pad(c.ffnHidden) * 4, batch),
-      hq: L.rows(actRowBytes(pad(c.ffnHidden)), batch),
+      proj: hiddenRows(),
+      gateUp: L.rows(2 * Math.max(1, widest) * 4, batch),
+      hb: L.rows(pad(Math.max(1, widest)) * 4, batch),
+      hq: L.rows(actRowBytes(pad(Math.max(1, widest))), batch),
+      d: hiddenRows(),
+      e: hiddenRows(),
+      sel: L.rows(8 * Math.max(1, c.moe?.topK ?? 1), batch),
+      moeScratch: c.moe === null
+        ? { offset: 0, stride: 0 }
+        : L.rows(moeScratchBytes(c.hidden, c.moe.expertFfn, expertsQuantized), batch),
+      shared: hiddenRows(),
+      xf: hiddenRows(),
+      ring: Array.from({ length: schedule.ringSlots }, hiddenRows),
+      queue: Array.from({ length: schedule.queueSlots }, hiddenRows),
       logits: { offset: L.take(c.vocab * 4), stride: 0 },
     };
     const vectors: [number, Float32Array][] = [];
@@ -257,22 +375,34 @@ export class Transformer {
     const kvBytes = ctx * kvDim * (options.kvCache === "f32" ? 4 : 2);
     const layers: LayerWeights[] = [];
     for (let l = 0; l < c.layers; l++) {
-      const w = this.#layerWeights(l, runs, vec);
+      const w = this.#layerWeights(l, runs.layers[l], vec, () => L.take(8));
       layers.push({
         ...w,
         qkv: run(w.qkv),
         o: run(w.o),
-        gateUp: run(w.gateUp),
-        down: run(w.down),
-        kCache: L.take(kvBytes),
-        vCache: L.take(kvBytes),
+        gateUp: w.gateUp && run(w.gateUp),
+        down: w.down && run(w.down),
+        moe: w.moe && {
+          ...w.moe,
+          shared: w.moe.shared &&
+            { ...w.moe.shared, gateUp: run(w.moe.shared.gateUp), down: run(w.moe.shared.down) },
+        },
       });
     }
+    const caches = schedule.steps.map(() => ({ k: L.take(kvBytes), v: L.take(kvBytes) }));
+    this.#counters = layers.map((w) => w.moe?.counter ?? -1);
+    this.#bankBytes = layers.map((w) =>
+      w.moe === undefined
+        ? 0
+        : w.moe.gateUp.reduce((n, r, e) => n + r.length + w.moe!.down[e].length, 0)
+    );
     const outputNorm = vec(this.#norm(VOCAB_LAYER, MATRIX.OUTPUT_NORM, c.hidden))!;
     const freqGlobal = vec(ropeFrequencies(c.ropeDims, c.ropeTheta, c.ropeScaling))!;
     const freqLocal = vec(ropeFrequencies(c.ropeDims, c.ropeLocalTheta, null))!;
+    const ones = c.vNorm ? vec(new Float32Array(c.headDim).fill(1)) : undefined;
     const embd = run(runs.embd);
     const output = run(runs.output);
+    this.#stateBuffers = s;
 
     // Not huge pages: the KV cache is touched a position at a time, and a
     // 2 MiB page would make all of it resident at once.
@@ -281,10 +411,11 @@ export class Transformer {
       for (const [at, v] of vectors) {
         this.#workspace.write(at, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
       }
-      this.#plan = this.#buildPlan(c, s, layers, embd, output, {
+      this.#plan = this.#buildPlan(c, s, layers, caches, embd, output, {
         outputNorm,
         freqGlobal,
         freqLocal,
+        ones,
         kvType: options.kvCache === "f32" ? 1 : 2,
       });
     } catch (error) {
@@ -303,6 +434,8 @@ export class Transformer {
       decodeTuning = this.#tuneDecode();
       this.#singleThreadDecode = decodeTuning.singleMs < decodeTuning.poolMs;
     }
+    this.#readCounters(); // the decode tuning's reads are not the caller's
+    this.#totalExpertBytes = 0;
     this.loadStats = {
       packed: this.#packedBuffer !== undefined,
       packMs,
@@ -357,25 +490,38 @@ export class Transformer {
    * The forward pass, decided here and run by the library in one call per
    * batch: for every token of the batch, at its own position,
    *
-   * 1. token embedding (times sqrt(d) for Gemma);
-   * 2. per layer: RMSNorm, one Q8_0 quantization of the normed input, fused
-   *    Q/K/V (+ biases), QK-norm, RoPE, K/V appended to the cache,
-   *    attention over the visible positions (sliding window where the layer
-   *    has one), one quantization, O projection (+ post-attention norm),
-   *    residual; RMSNorm, one quantization, fused gate/up, gated
-   *    activation, one quantization, down (+ post-FFN norm), residual;
-   * 3. for the batch's last token only: final norm, output projection
-   *    (the embeddings when tied), final soft-cap.
+   * 1. token embedding (times sqrt(d) when the header says so);
+   * 2. per pass of the schedule (scheduler/; one pass per layer except for
+   *    FixedPoint models): attention on the stream the schedule names
+   *    (RMSNorm, one Q8_0 quantization, fused Q/K/V (+ biases), QK-norm,
+   *    V-norm, RoPE, K/V appended to the pass's cache, attention over the
+   *    visible positions, O projection, post-attention norm) added into its
+   *    stream; the dense FFN (RMSNorm, fused gate/up, gated activation, down,
+   *    post-FFN norm) on the stream or delayed residual the schedule names;
+   *    the experts (RMSNorm, f32 router, top-k, only the selected experts'
+   *    tiles, shared expert), into the queue slot of the pass they are
+   *    injected at; then the combination of the layer's combine style;
+   * 3. expert outputs still pending are added (the flush);
+   * 4. for the batch's last token only: final norm, output projection (the
+   *    embeddings when tied), final soft-cap.
    */
   #buildPlan(
     c: ModelConfig,
     s: RunState,
     layers: LayerWeights[],
+    caches: { k: number; v: number }[],
     embd: WeightRun,
     output: WeightRun,
-    v: { outputNorm: number; freqGlobal: number; freqLocal: number; kvType: number },
+    v: {
+      outputNorm: number;
+      freqGlobal: number;
+      freqLocal: number;
+      ones?: number;
+      kvType: number;
+    },
   ): Plan {
     const b = new PlanBuilder();
+    const sched = this.schedule;
     const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
     const pad = (n: number) => Math.ceil(n / 32) * 32;
@@ -397,35 +543,40 @@ export class Transformer {
         b.matmul(r, x, y, o);
       }
     };
-    const fused = (r: WeightRun, x: Buf, n: number, xq: Buf, y: Buf) => project(r, x, n, xq, y);
     const rope = c.ropeStyle === "normal" ? 0 : 1;
+    const act = c.activation === "silu" ? "silu" : "gelu";
+    const copy = (dst: Buf, src: Buf) => b.lincomb(dst, dst, src, c.hidden, 0, 1);
 
-    // 1. Token embedding (scaled by sqrt(d) for Gemma).
-    b.section("embedding");
-    b.embed(embd, s.x, c.embedScale);
-    for (let l = 0; l < c.layers; l++) {
+    /** stream += Attn(N_attn(input)) of layer l with the KV cache of pass `step`. */
+    const attention = (l: number, step: number, input: Buf, stream: Buf) => {
       const w = layers[l];
       const window = c.windows[l];
-      // 2. Attention: RMSNorm, one quantization of the normed input, fused Q/K/V.
-      b.section(`layer ${l} attention`);
-      b.rmsNorm(s.x, w.attnNorm, s.xb, c.hidden, c.eps);
-      fused(w.qkv, s.xb, c.hidden, s.xq, s.qkv);
+      // RMSNorm, one quantization of the normed input, fused Q/K/V (+ biases).
+      b.rmsNorm(input, w.attnNorm, s.xb, c.hidden, c.eps);
+      project(w.qkv, s.xb, c.hidden, s.xq, s.qkv);
       if (w.qBias !== undefined) b.addVec(q, w.qBias, qDim);
       if (w.kBias !== undefined) b.addVec(kNew, w.kBias, kvDim);
       if (w.vBias !== undefined) b.addVec(vNew, w.vBias, kvDim);
-      // 3. QK-norm (Qwen3, Gemma 3), then RoPE on q and k at each row's position.
-      if (w.qNorm !== undefined) b.headNorm(q, c.heads, c.headDim, w.qNorm, c.eps);
-      if (w.kNorm !== undefined) b.headNorm(kNew, c.kvHeads, c.headDim, w.kNorm, c.eps);
+      // QK-norm (per head, or over the whole q and k for OLMoE), V-norm, then RoPE.
+      if (w.qNorm !== undefined) {
+        if (c.qkNormFull) b.headNorm(q, 1, qDim, w.qNorm, c.eps);
+        else b.headNorm(q, c.heads, c.headDim, w.qNorm, c.eps);
+      }
+      if (w.kNorm !== undefined) {
+        if (c.qkNormFull) b.headNorm(kNew, 1, kvDim, w.kNorm, c.eps);
+        else b.headNorm(kNew, c.kvHeads, c.headDim, w.kNorm, c.eps);
+      }
+      if (v.ones !== undefined) b.headNorm(vNew, c.kvHeads, c.headDim, v.ones, c.eps);
       const freqs = window > 0 ? v.freqLocal : v.freqGlobal;
       b.rope(q, c.heads, c.headDim, c.ropeDims, freqs, rope);
       b.rope(kNew, c.kvHeads, c.headDim, c.ropeDims, freqs, rope);
-      // 4. Append k and v to the cache; attend over the visible positions.
-      b.kvStore(kNew, w.kCache, kvDim, v.kvType, c.headDim);
-      b.kvStore(vNew, w.vCache, kvDim, v.kvType, c.headDim);
+      // Append k and v to the pass's cache; attend over the visible positions.
+      b.kvStore(kNew, caches[step].k, kvDim, v.kvType, c.headDim);
+      b.kvStore(vNew, caches[step].v, kvDim, v.kvType, c.headDim);
       b.attention({
         q,
-        k: w.kCache,
-        v: w.vCache,
+        k: caches[step].k,
+        v: caches[step].v,
         kvType: v.kvType,
         heads: c.heads,
         kvHeads: c.kvHeads,
@@ -435,25 +586,141 @@ export class Transformer {
         softcap: c.attnSoftcap,
         out: s.att,
       });
-      // 5. Output projection, optional post-attention norm, residual.
+      // Output projection, optional post-attention norm, into the stream.
       project(w.o, s.att, qDim, s.attq, s.proj);
       if (w.postAttnNorm !== undefined) {
         b.rmsNorm(s.proj, w.postAttnNorm, s.proj, c.hidden, c.eps);
       }
-      b.add(s.x, s.proj, c.hidden);
-      // 6. FFN: RMSNorm, one quantization, fused gate/up, gated activation, down.
-      b.section(`layer ${l} ffn`);
-      b.rmsNorm(s.x, w.ffnNorm, s.xb, c.hidden, c.eps);
-      fused(w.gateUp, s.xb, c.hidden, s.xq, s.gateUp);
-      b.gated(c.activation === "silu" ? "silu" : "gelu", s.gateUp, s.hb, c.ffnHidden);
-      project(w.down, s.hb, c.ffnHidden, s.hq, s.proj);
-      if (w.postFfnNorm !== undefined) b.rmsNorm(s.proj, w.postFfnNorm, s.proj, c.hidden, c.eps);
-      b.add(s.x, s.proj, c.hidden);
+      b.add(stream, s.proj, c.hidden);
+    };
+
+    /** out = FFN(N_ffn(input)) of layer l. */
+    const dense = (l: number, input: Buf, out: Buf) => {
+      const w = layers[l];
+      b.rmsNorm(input, w.ffnNorm!, s.xb, c.hidden, c.eps);
+      project(w.gateUp!, s.xb, c.hidden, s.xq, s.gateUp);
+      b.gated(act, s.gateUp, s.hb, c.ffnHidden);
+      project(w.down!, s.hb, c.ffnHidden, s.hq, out);
+      if (w.postFfnNorm !== undefined) b.rmsNorm(out, w.postFfnNorm, out, c.hidden, c.eps);
+    };
+
+    /** out = MoE(N_moe(input)) of layer l: the selected experts only (+ the shared expert). */
+    const experts = (l: number, input: Buf, out: Buf) => {
+      const m = layers[l].moe!;
+      const moe = c.moe!;
+      b.rmsNorm(input, m.norm, s.xb, c.hidden, c.eps);
+      b.route(s.xb, m.router, c.hidden, moe.experts, moe.topK, moe.renormalize, s.sel);
+      const xq = quantized(m.down[0]) ? s.xq : s.xb;
+      if (xq === s.xq) b.quantize(s.xb, pad(c.hidden), s.xq);
+      b.lincomb(out, out, out, c.hidden, 0, 0);
+      b.moe({
+        gateUp: m.gateUp,
+        down: m.down,
+        topK: moe.topK,
+        sel: s.sel,
+        x: xq,
+        act,
+        scratch: s.moeScratch,
+        out,
+        counter: m.counter,
+      });
+      if (m.shared !== undefined) {
+        const sh = m.shared;
+        project(sh.gateUp, s.xb, c.hidden, s.xq, s.gateUp);
+        b.gated(act, s.gateUp, s.hb, sh.ffn);
+        project(sh.down, s.hb, sh.ffn, s.hq, s.shared);
+        b.gateScale(s.shared, c.hidden, sh.gate, s.xb, c.hidden);
+        b.add(out, s.shared, c.hidden);
+      }
+    };
+
+    const mod = (i: number, n: number) => ((i % n) + n) % n;
+    /** Where the expert output of pass `step` waits until it is injected. */
+    const queued = (step: number) =>
+      s.queue.length === 0 ? s.e : s.queue[mod(step + c.pipeline!.expertDelay, s.queue.length)];
+    const residual = (r: StreamRead, xIn: Buf): Buf => {
+      if ("residualOf" in r) return s.ring[mod(r.residualOf, s.ring.length)];
+      if (r.stream === "s_f" || r.stream === "xfm_reg") return s.xf;
+      return xIn;
+    };
+
+    // 1. Token embedding (scaled by sqrt(d) when the header says so).
+    b.section("embedding");
+    b.embed(embd, s.x, c.embedScale);
+    if (sched.ringSlots > 0) copy(s.ring[mod(-1, s.ring.length)], s.x);
+    if (sched.style === COMBINE_STYLE.DECOUPLED_STREAMS) copy(s.xf, s.x);
+    if (sched.style === COMBINE_STYLE.PIPELINE_REGISTERS) copy(s.xf, s.x);
+
+    // 2. The passes.
+    for (const step of sched.steps) {
+      const l = step.layer;
+      b.section(`layer ${step.step} attention`);
+      switch (sched.style) {
+        case COMBINE_STYLE.DECOUPLED_STREAMS: {
+          attention(l, step.step, s.x, s.x);
+          b.section(`layer ${step.step} ffn`);
+          if (step.dense) dense(l, s.xf, s.d);
+          if (step.experts) experts(l, s.xf, s.e);
+          if (step.dense) b.add(s.xf, s.d, c.hidden);
+          if (step.experts) b.add(s.xf, s.e, c.hidden);
+          if (step.merge) {
+            b.lincomb(s.x, s.x, s.xf, c.hidden, 0.5, 0.5);
+            copy(s.xf, s.x);
+          }
+          break;
+        }
+        case COMBINE_STYLE.PIPELINE_REGISTERS: {
+          // f reads the previous layer's xfm_reg; then attn_reg moves on; xfm_reg = attn_reg + f.
+          if (step.dense) dense(l, s.xf, s.d);
+          else b.lincomb(s.d, s.d, s.d, c.hidden, 0, 0);
+          if (step.experts) {
+            experts(l, s.xf, s.e);
+            b.add(s.d, s.e, c.hidden);
+          }
+          attention(l, step.step, s.x, s.x);
+          b.section(`layer ${step.step} ffn`);
+          b.lincomb(s.xf, s.x, s.d, c.hidden, 1, 1);
+          break;
+        }
+        default: {
+          // ParallelSqrt2, DelayedSum, AsyncExperts, FixedPoint and the sequential families.
+          if (
+            step.experts && "stream" in step.experts.input && step.experts.input.stream === "x_in"
+          ) {
+            experts(l, s.x, queued(step.step)); // AsyncExperts: routed before attention
+          }
+          attention(l, step.step, s.x, s.x); // s.x is x_mid from here
+          b.section(`layer ${step.step} ffn`);
+          if (step.dense) dense(l, residual(step.dense, s.x), s.d);
+          if (
+            step.experts &&
+            !("stream" in step.experts.input && step.experts.input.stream === "x_in")
+          ) {
+            experts(l, s.x, queued(step.step));
+          }
+          if (sched.style === COMBINE_STYLE.PARALLEL_SQRT2) {
+            const r = Math.fround(1 / Math.SQRT2);
+            if (step.dense) b.lincomb(s.d, s.d, s.e, c.hidden, r, r);
+            else b.lincomb(s.d, s.d, s.e, c.hidden, 0, r);
+            b.add(s.x, s.d, c.hidden);
+          } else {
+            if (step.dense) b.add(s.x, s.d, c.hidden);
+            for (const from of step.injects) b.add(s.x, queued(from), c.hidden);
+          }
+          if (sched.ringSlots > 0) copy(s.ring[mod(step.step, s.ring.length)], s.x);
+        }
+      }
     }
-    // 7. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
+    // 3. Expert outputs still pending after the last layer.
+    const final = sched.output === "xfm_reg" ? s.xf : s.x;
+    if (sched.flush.length > 0) {
+      b.section("flush");
+      for (const from of sched.flush) b.add(final, queued(from), c.hidden);
+    }
+    // 4. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
     const last = { lastOnly: true };
     b.section("output");
-    b.rmsNorm(s.x, v.outputNorm, s.xb, c.hidden, c.eps, last);
+    b.rmsNorm(final, v.outputNorm, s.xb, c.hidden, c.eps, last);
     project(output, s.xb, c.hidden, s.xq, s.logits, true);
     if (c.finalSoftcap > 0) b.softcap(s.logits, c.vocab, c.finalSoftcap, last);
     return b.build(this.#workspace, this.batch, this.contextLength);
@@ -520,18 +787,79 @@ export class Transformer {
   /** Every tiled run the forward pass reads. */
   #collectRuns(): ModelRuns {
     const c = this.config;
-    const layers = [];
+    const layers: LayerRuns[] = [];
     for (let l = 0; l < c.layers; l++) {
-      layers.push({
-        qkv: this.#run(l, MATRIX.Q),
-        o: this.#run(l, MATRIX.O),
-        gateUp: this.#run(l, MATRIX.GATE),
-        down: this.#run(l, MATRIX.DOWN),
-      });
+      const r: LayerRuns = { qkv: this.#run(l, MATRIX.Q), o: this.#run(l, MATRIX.O) };
+      if (c.ffnHidden > 0) {
+        r.gateUp = this.#run(l, MATRIX.GATE);
+        r.down = this.#run(l, MATRIX.DOWN);
+      }
+      if (c.moe !== null) {
+        r.experts = this.#expertRuns(l);
+        if (this.#entry(l, MATRIX.SHARED_GATE) !== undefined) {
+          r.shared = {
+            gateUp: this.#run(l, MATRIX.SHARED_GATE),
+            down: this.#run(l, MATRIX.SHARED_DOWN),
+          };
+        }
+      }
+      layers.push(r);
     }
     const embd = this.#run(VOCAB_LAYER, MATRIX.TOKEN_EMBD);
     const output = c.tied ? embd : this.#run(VOCAB_LAYER, MATRIX.OUTPUT);
     return { layers, embd, output };
+  }
+
+  /**
+   * Each expert's gate/up run and down run, found through the layer's
+   * expert table: the plan reads only the spans of the experts it selects.
+   */
+  #expertRuns(l: number): { gateUp: WeightRun[]; down: WeightRun[] } {
+    const c = this.config;
+    const bank = this.#file.file.experts.get(l);
+    if (bank === undefined || bank.spans.length !== c.moe!.experts) {
+      throw new RangeError(`model: layer ${l} has no expert bank of ${c.moe!.experts} experts`);
+    }
+    const kindOf = (t: number) =>
+      t === TILE_TYPE.Q4_0
+        ? RUN_KIND.TILES_Q4_0
+        : t === TILE_TYPE.Q8_0
+        ? RUN_KIND.TILES_Q8_0
+        : RUN_KIND.TILES_F32;
+    const { gate, up, down } = bank;
+    if (
+      gate.rows !== up.rows || gate.cols !== c.hidden || up.cols !== c.hidden ||
+      down.rows !== c.hidden || down.cols !== gate.rows || gate.tileType !== up.tileType ||
+      gate.tileType !== down.tileType
+    ) {
+      throw new RangeError(`model: layer ${l} expert matrices do not fit together`);
+    }
+    const guBytes = matrixTileBytes(gate.tileType, gate.rows, gate.cols) +
+      matrixTileBytes(up.tileType, up.rows, up.cols);
+    const downBytes = matrixTileBytes(down.tileType, down.rows, down.cols);
+    const out = { gateUp: [] as WeightRun[], down: [] as WeightRun[] };
+    for (const span of bank.spans) {
+      if (span.length !== guBytes + downBytes) {
+        throw new RangeError(`model: layer ${l} has an expert span of ${span.length} bytes`);
+      }
+      out.gateUp.push({
+        kind: kindOf(gate.tileType),
+        region: this.#region,
+        offset: span.offset,
+        length: guBytes,
+        cols: gate.cols,
+        rows: [gate.rows, up.rows],
+      });
+      out.down.push({
+        kind: kindOf(down.tileType),
+        region: this.#region,
+        offset: span.offset + guBytes,
+        length: downBytes,
+        cols: down.cols,
+        rows: [down.rows],
+      });
+    }
+    return out;
   }
 
   /**
@@ -543,14 +871,20 @@ export class Transformer {
     evict: boolean,
     progress?: (done: number, total: number) => void,
   ): void {
+    // Experts stay in the mapped file: each token reads only its selected
+    // experts' spans, and a packed copy would make all of them resident.
     const all = new Map<number, WeightRun>();
     for (const l of runs.layers) {
-      for (const r of [l.qkv, l.o, l.gateUp, l.down]) all.set(r.offset, r);
+      for (const r of [l.qkv, l.o, l.gateUp, l.down, l.shared?.gateUp, l.shared?.down]) {
+        if (r !== undefined) all.set(r.offset, r);
+      }
     }
     all.set(runs.embd.offset, runs.embd);
     all.set(runs.output.offset, runs.output);
+    // Panels hold whole groups of 32 columns; a run with a partial last
+    // group (a 48-wide shared expert) stays in tiles.
     const todo = [...all.values()].filter((r) =>
-      r.kind === RUN_KIND.TILES_Q4_0 || r.kind === RUN_KIND.TILES_Q8_0
+      (r.kind === RUN_KIND.TILES_Q4_0 || r.kind === RUN_KIND.TILES_Q8_0) && r.cols % 32 === 0
     );
     if (todo.length === 0) return;
     const sizes = todo.map((r) =>
@@ -579,44 +913,85 @@ export class Transformer {
 
   #layerWeights(
     l: number,
-    runs: ModelRuns,
+    r: LayerRuns,
     vec: (v: Float32Array | undefined) => number | undefined,
-  ): Omit<LayerWeights, "kCache" | "vCache"> {
+    counter: () => number,
+  ): LayerWeights {
     const c = this.config;
     const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
-    const { qkv, o, gateUp, down } = runs.layers[l];
     const q = this.#entry(l, MATRIX.Q)!;
     if (
-      q.fused !== FUSED.QKV || qkv.rows.length !== 3 || qkv.rows[0] !== qDim ||
-      qkv.rows[1] !== kvDim || qkv.rows[2] !== kvDim
+      q.fused !== FUSED.QKV || r.qkv.rows.length !== 3 || r.qkv.rows[0] !== qDim ||
+      r.qkv.rows[1] !== kvDim || r.qkv.rows[2] !== kvDim
     ) {
       throw new RangeError(
         `model: layer ${l} Q/K/V are not one fused run of ${qDim}/${kvDim}/${kvDim} rows`,
       );
     }
-    if (
-      gateUp.rows.length !== 2 || gateUp.rows[0] !== c.ffnHidden || gateUp.rows[1] !== c.ffnHidden
-    ) {
-      throw new RangeError(
-        `model: layer ${l} gate/up are not one fused run of ${c.ffnHidden} rows each`,
-      );
-    }
-    return {
+    const w: LayerWeights = {
       attnNorm: vec(this.#norm(l, MATRIX.ATTN_NORM, c.hidden))!,
-      qkv,
+      qkv: r.qkv,
       qBias: vec(this.#bias(l, MATRIX.Q_BIAS, qDim)),
       kBias: vec(this.#bias(l, MATRIX.K_BIAS, kvDim)),
       vBias: vec(this.#bias(l, MATRIX.V_BIAS, kvDim)),
-      qNorm: vec(this.#norm(l, MATRIX.Q_NORM, c.headDim)),
-      kNorm: vec(this.#norm(l, MATRIX.K_NORM, c.headDim)),
-      o,
+      qNorm: vec(this.#norm(l, MATRIX.Q_NORM, c.qkNormFull ? qDim : c.headDim)),
+      kNorm: vec(this.#norm(l, MATRIX.K_NORM, c.qkNormFull ? kvDim : c.headDim)),
+      o: r.o,
       postAttnNorm: vec(this.#norm(l, MATRIX.POST_ATTN_NORM, c.hidden)),
-      ffnNorm: vec(this.#norm(l, MATRIX.FFN_NORM, c.hidden))!,
-      gateUp,
-      down,
-      postFfnNorm: vec(this.#norm(l, MATRIX.POST_FFN_NORM, c.hidden)),
     };
+    if (r.gateUp !== undefined && r.down !== undefined) {
+      if (
+        r.gateUp.rows.length !== 2 || r.gateUp.rows[0] !== c.ffnHidden ||
+        r.gateUp.rows[1] !== c.ffnHidden
+      ) {
+        throw new RangeError(
+          `model: layer ${l} gate/up are not one fused run of ${c.ffnHidden} rows each`,
+        );
+      }
+      w.ffnNorm = vec(this.#need(this.#norm(l, MATRIX.FFN_NORM, c.hidden), l, "ffn_norm"));
+      w.gateUp = r.gateUp;
+      w.down = r.down;
+      w.postFfnNorm = vec(this.#norm(l, MATRIX.POST_FFN_NORM, c.hidden));
+    }
+    if (r.experts !== undefined) {
+      const moe = c.moe!;
+      const router = this.#entry(l, MATRIX.ROUTER);
+      if (router === undefined || router.kind !== ENTRY_KIND.F32 || router.rows !== moe.experts) {
+        throw new RangeError(`model: layer ${l} has no f32 router of ${moe.experts} rows`);
+      }
+      // The MoE families read the FFN norm; pipeline-native layers have their own.
+      const norm = this.#norm(l, MATRIX.MOE_NORM, c.hidden) ??
+        (c.pipeline === null ? this.#norm(l, MATRIX.FFN_NORM, c.hidden) : undefined);
+      let shared: MoeWeights["shared"];
+      if (r.shared !== undefined) {
+        const ffn = r.shared.down.cols;
+        if (r.shared.gateUp.rows.length !== 2 || r.shared.gateUp.rows[0] !== ffn) {
+          throw new RangeError(`model: layer ${l} shared gate/up are not one fused run`);
+        }
+        const gate = this.#bias(l, MATRIX.SHARED_EXPERT_GATE_INP, c.hidden);
+        shared = {
+          gateUp: r.shared.gateUp,
+          down: r.shared.down,
+          gate: vec(this.#need(gate, l, "shared_expert_gate_inp"))!,
+          ffn,
+        };
+      }
+      w.moe = {
+        norm: vec(this.#need(norm, l, "moe_norm"))!,
+        router: vec(readF32Entry(this.#file.source, router).slice())!,
+        gateUp: r.experts.gateUp,
+        down: r.experts.down,
+        shared,
+        counter: counter(),
+      };
+    }
+    return w;
+  }
+
+  #need<T>(v: T | undefined, l: number, what: string): T {
+    if (v === undefined) throw new RangeError(`model: layer ${l} has no ${what}`);
+    return v;
   }
 
   #checkPositions(first: number, count: number): void {
@@ -635,10 +1010,54 @@ export class Transformer {
     }
   }
 
-  /** Copies the last logits out of the workspace. */
+  /** Copies the last logits out of the workspace, and the expert counters. */
   #readLogits(): Float32Array {
     this.#workspace.read(this.#logitsOffset, this.#logitsBytes.length, this.#logitsBytes);
+    this.#readCounters();
     return this.#logits;
+  }
+
+  /** The expert bytes each layer read since the counters were last read. */
+  #readCounters(): void {
+    const view = new DataView(this.#counterBytes.buffer);
+    this.#lastExpertBytes = this.#counters.map((off, l) => {
+      if (off < 0) return 0;
+      this.#workspace.read(off, 8, this.#counterBytes);
+      const now = Number(view.getBigUint64(0, true));
+      const delta = now - (this.#counterSeen[l] ?? 0);
+      this.#counterSeen[l] = now;
+      return delta;
+    });
+    for (const n of this.#lastExpertBytes) this.#totalExpertBytes += n;
+  }
+
+  /**
+   * Expert weight bytes read: per layer by the last {@link forward},
+   * {@link prefill} or {@link trace} call (for one decoded token, exactly
+   * the spans of the experts its router selected), and in total since load.
+   * All zero for dense models.
+   *
+   * @example
+   * ```ts ignore
+   * model.forward(1, 0);
+   * console.log(model.expertBytes.perLayer);
+   * ```
+   */
+  get expertBytes(): { perLayer: readonly number[]; total: number } {
+    return { perLayer: this.#lastExpertBytes, total: this.#totalExpertBytes };
+  }
+
+  /**
+   * Per layer, the bytes of all its experts' tiles: what a runtime that
+   * reads the whole bank would read per token (0 for layers without experts).
+   *
+   * @example
+   * ```ts ignore
+   * console.log(model.expertBankBytes);
+   * ```
+   */
+  get expertBankBytes(): readonly number[] {
+    return this.#bankBytes;
   }
 
   /**
@@ -689,6 +1108,80 @@ export class Transformer {
       return { name: x.name, ms: performance.now() - t0 };
     });
     return { sections, logits: this.#readLogits() };
+  }
+
+  /**
+   * Runs `tokens` at positions [pos, ...) one at a time, pass by pass, and
+   * records after every pass of the schedule the L2 norm of each stream it
+   * keeps (`x`; DecoupledStreams `s_a` and `s_f`; PipelineRegisters `A`
+   * and `X`), the experts its router selected and the expert bytes it read;
+   * then the norm of what the final norm reads, the argmax and the logits.
+   * The same arithmetic as {@link forward}; for tests and notebooks.
+   *
+   * @example
+   * ```ts ignore
+   * const t = model.trace([1, 2, 3], 0);
+   * console.log(t[2].steps[0].norms.x, t[2].argmax);
+   * ```
+   */
+  trace(tokens: readonly number[], pos: number): TracePosition[] {
+    if (tokens.length === 0) throw new RangeError("model: trace needs at least one token");
+    this.#checkPositions(pos, tokens.length);
+    for (const t of tokens) this.#checkToken(t);
+    const c = this.config;
+    const s = this.#stateBuffers;
+    const row = new Uint8Array(c.hidden * 4);
+    const norm = (buf: Buf) => {
+      this.#workspace.read(buf.offset, row.length, row);
+      const f = new Float32Array(row.buffer);
+      let sum = 0;
+      for (const x of f) sum += x * x;
+      return Math.sqrt(sum);
+    };
+    const streams: [string, Buf][] = this.schedule.style === COMBINE_STYLE.DECOUPLED_STREAMS
+      ? [["s_a", s.x], ["s_f", s.xf]]
+      : this.schedule.style === COMBINE_STYLE.PIPELINE_REGISTERS
+      ? [["A", s.x], ["X", s.xf]]
+      : [["x", s.x]];
+    const final = this.schedule.output === "xfm_reg" ? s.xf : s.x;
+    const perLayer = new Array<number>(c.layers).fill(0);
+    const out: TracePosition[] = [];
+    tokens.forEach((token, i) => {
+      this.#one[0] = token;
+      const steps: TraceStep[] = [];
+      let finalNorm = 0;
+      for (const sec of this.#plan.sections) {
+        if (sec.name === "output") finalNorm = norm(final);
+        this.#plan.runOps(this.#one, pos + i, sec.first, sec.last);
+        const m = /^layer (\d+) ffn$/.exec(sec.name);
+        if (m === null) continue;
+        const step = this.schedule.steps[Number(m[1])];
+        const rec: TraceStep = { step: step.step, layer: step.layer, norms: {}, expertBytes: 0 };
+        for (const [name, buf] of streams) rec.norms[name] = norm(buf);
+        if (step.experts !== null && c.moe !== null) {
+          const bytes = new Uint8Array(8 * c.moe.topK);
+          this.#workspace.read(s.sel.offset, bytes.length, bytes);
+          const v = new DataView(bytes.buffer);
+          rec.experts = {
+            ids: Array.from({ length: c.moe.topK }, (_, j) => v.getUint32(j * 4, true)),
+            weights: Array.from(
+              { length: c.moe.topK },
+              (_, j) => v.getFloat32((c.moe!.topK + j) * 4, true),
+            ),
+          };
+          this.#readCounters();
+          rec.expertBytes = this.#lastExpertBytes[step.layer];
+          perLayer[step.layer] += rec.expertBytes;
+        }
+        steps.push(rec);
+      }
+      const logits = this.#readLogits().slice();
+      let argmax = 0;
+      for (let j = 1; j < logits.length; j++) if (logits[j] > logits[argmax]) argmax = j;
+      out.push({ steps, finalNorm, argmax, logits });
+    });
+    this.#lastExpertBytes = perLayer;
+    return out;
   }
 
   /**

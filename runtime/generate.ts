@@ -93,6 +93,18 @@ export interface GenerationStats {
   decodeTokS: number;
   /** Why generation stopped. */
   stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context";
+  /**
+   * Mixture-of-experts models: the expert weight bytes read (only the
+   * router-selected experts' spans), in the prefill and per decoded token,
+   * in total and per layer; and per layer what reading every expert would
+   * cost. Absent for dense models.
+   */
+  expertBytes?: {
+    prefill: number;
+    decodePerToken: number;
+    decodePerLayerPerToken: number[];
+    bankPerLayer: readonly number[];
+  };
 }
 
 /**
@@ -224,6 +236,10 @@ export async function* generate(
   }
   for (const t of prompt) sampler.accept(t);
   const prefillEnd = performance.now();
+  const moe = model.config.moe !== null;
+  const prefillExperts = model.expertBytes.perLayer.reduce((a, n) => a + n, 0);
+  const decodeExperts = new Array<number>(model.config.layers).fill(0);
+  let decodeSteps = 0;
   const utf8 = new Utf8Stream();
   const stops = new StopMatcher(options.stop ?? []);
   let pos = prompt.length;
@@ -258,6 +274,10 @@ export async function* generate(
       break;
     }
     logits = model.forward(id, pos++);
+    if (moe) {
+      model.expertBytes.perLayer.forEach((n, l) => decodeExperts[l] += n);
+      decodeSteps++;
+    }
     // Let the event loop run (signals, stdout) between tokens.
     await Promise.resolve();
   }
@@ -273,6 +293,14 @@ export async function* generate(
     generatedTokens: generated,
     decodeTokS: generated > 1 ? (generated - 1) / Math.max((lastAt - firstAt) / 1000, 1e-9) : 0,
     stopReason: reason,
+    expertBytes: moe
+      ? {
+        prefill: prefillExperts,
+        decodePerToken: decodeExperts.reduce((a, n) => a + n, 0) / Math.max(decodeSteps, 1),
+        decodePerLayerPerToken: decodeExperts.map((n) => n / Math.max(decodeSteps, 1)),
+        bankPerLayer: model.expertBankBytes,
+      }
+      : undefined,
   };
 }
 

@@ -82,3 +82,27 @@ Deno.test("generate: an end-of-generation token stops generation unless ignoreEo
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("generate reports the expert bytes of a mixture-of-experts model: k of E spans per layer and token", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cflow-gen-moe-" });
+  try {
+    const out = `${dir}/mixtral.cflow`;
+    const src = new URL("../tests/fixtures/hf_logits/mixtral", import.meta.url).pathname;
+    await convertFile(src, out, { format: "cflow", quant: "q8_0", rule: "ggml", measureError: false });
+    using model = Transformer.load(out, { contextLength: 32 });
+    const { ids, stats } = await run(model, () => false, { maxTokens: 6 });
+    assert.equal(ids.length, 6);
+    const e = stats.expertBytes!;
+    const k = model.config.moe!.topK;
+    const E = model.config.moe!.experts;
+    // Every expert of this file has the same span: each layer reads k of E of them per token.
+    for (const [l, bank] of e.bankPerLayer.entries()) {
+      assert.equal(e.decodePerLayerPerToken[l], (bank / E) * k, `layer ${l}`);
+    }
+    assert.equal(e.decodePerToken, e.decodePerLayerPerToken.reduce((a, n) => a + n, 0));
+    // The prefill batch reads each selected expert once for all the rows that chose it.
+    assert.ok(e.prefill > 0 && e.prefill <= 3 * e.decodePerToken);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
