@@ -40,8 +40,12 @@ export interface CommandSpec {
   summary: string;
   /** A paragraph for `cflow <command> --help`. */
   description: string;
-  /** The options that apply: a name, or a name and help specific to this command. */
-  options: readonly (string | readonly [string, string])[];
+  /**
+   * The options that apply: a name, or a name and help specific to this
+   * command (and, third, the values it accepts there).
+   */
+  options:
+    readonly (string | readonly [string, string] | readonly [string, string, readonly string[]])[];
   /** Real command lines, shown under "examples". */
   examples: readonly string[];
 }
@@ -154,6 +158,29 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       type: "boolean",
       help: "print RMS and max-abs error of every requantized matrix",
     },
+    {
+      name: "arch",
+      type: "string",
+      arg: "NAME",
+      values: [
+        "gemma4_parallel",
+        "arch1_decoupled_streams",
+        "arch2_4_combined",
+        "arch2_4_sync",
+        "arch3_pipeline_registers",
+        "arch4_async_experts",
+        "arch5_fixed_point",
+      ],
+      help: "a pipeline-native architecture (report Table 4.1)",
+    },
+    { name: "hidden", type: "string", arg: "N", help: "model width d" },
+    { name: "layers", type: "string", arg: "N", help: "decoder layers (unique blocks for arch5)" },
+    { name: "ffn", type: "string", arg: "N", help: "dense FFN width d_ff (0: none)" },
+    { name: "experts", type: "string", arg: "N", help: "experts per layer (default 0)" },
+    { name: "expert-ffn", type: "string", arg: "N", help: "one expert's FFN width" },
+    { name: "heads", type: "string", arg: "N", help: "query heads" },
+    { name: "kv-heads", type: "string", arg: "N", help: "key/value heads (default: heads)" },
+    { name: "head-dim", type: "string", arg: "N", help: "head width (default hidden / heads)" },
     { name: "force", type: "boolean", help: "replace an existing OUT" },
     { name: "offline", type: "boolean", help: "use the cache only (also HF_HUB_OFFLINE=1)" },
     { name: "help", short: "h", type: "boolean", help: "show this help" },
@@ -296,6 +323,41 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
   },
   {
+    name: "analyze",
+    args: "[FILE]",
+    positionals: "files",
+    summary: "critical-path bandwidth of a pipeline-native architecture (report eq. 4.23)",
+    description:
+      "Bytes each token streams per layer (attention, dense FFN, the top_k selected experts)\n" +
+      "and the naive, critical-path (eq. 4.23) and fully serial totals with the reduction, in\n" +
+      "MiB (the paper writes MB) and MB (10^6). Give --arch and a geometry, or a .cflow/.vflow\n" +
+      "FILE (its real tile bytes, delays and combine style). docs/ANALYZE.md explains the model.",
+    options: [
+      "arch",
+      ["hidden", "model width d"],
+      "layers",
+      "ffn",
+      "experts",
+      ["top-k", "experts each token uses (default 0; at most --experts)"],
+      "expert-ffn",
+      "heads",
+      "kv-heads",
+      "head-dim",
+      [
+        "quant",
+        "bytes per weight: paper-q4 (0.5, as the paper counts; default) | q4_0 | q8_0 | f32",
+        ["paper-q4", "q4_0", "q8_0", "f32"],
+      ],
+      "threads",
+      ["json", "print naive_bytes, critical_bytes, serial_bytes, reduction, per_layer as JSON"],
+    ],
+    examples: [
+      "cflow analyze --arch arch2_4_combined --hidden 512 --layers 6 --ffn 2048 --experts 8 --top-k 2 --expert-ffn 512 --heads 8 --kv-heads 8",
+      "cflow analyze --arch arch2_4_combined --hidden 2816 --layers 1 --ffn 2112 --experts 128 --top-k 8 --expert-ffn 704 --heads 16 --json",
+      "cflow analyze model.cflow --json",
+    ],
+  },
+  {
     name: "pull",
     args: "REF...",
     positionals: "refs",
@@ -364,12 +426,14 @@ export function findCommand(name: string): CommandSpec | undefined {
 export function commandOptions(command: CommandSpec): OptionSpec[] {
   const out: OptionSpec[] = [];
   for (const entry of [...command.options, ...GLOBAL_OPTIONS]) {
-    const [name, help] = typeof entry === "string" ? [entry, undefined] : entry;
+    const [name, help, values] = typeof entry === "string" ? [entry, undefined, undefined] : entry;
     const spec = OPTIONS[name];
     if (spec === undefined) {
       throw new Error(`commands: unknown option '${name}' in ${command.name}`);
     }
-    if (!out.some((o) => o.name === name)) out.push(help ? { ...spec, help } : spec);
+    if (!out.some((o) => o.name === name)) {
+      out.push(help ? { ...spec, help, ...(values ? { values } : {}) } : spec);
+    }
   }
   return out;
 }

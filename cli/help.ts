@@ -76,8 +76,6 @@ export function overviewHelp(): string {
     "",
     heading("shell completions:"),
     '  eval "$(cflow completions bash)"   (or zsh, fish: see cflow completions --help)',
-    "",
-    "Not implemented yet: analyze.",
   ].join("\n");
 }
 

@@ -18,6 +18,7 @@ import { runConvert } from "./convert.ts";
 import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "./generate.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
+import { runAnalyze } from "./analyze.ts";
 import {
   commandOptions,
   COMMANDS,
@@ -125,7 +126,7 @@ function parse(args: string[]): Parsed {
   });
   const command = loose.positionals[0];
   const spec = command === undefined ? undefined : findCommand(command);
-  if (command !== undefined && spec === undefined && command !== "analyze") {
+  if (command !== undefined && spec === undefined) {
     throw new UsageError(
       `unknown command '${command}' (commands: ${COMMANDS.map((c) => c.name).join(", ")})`,
     );
@@ -214,7 +215,7 @@ export async function main(args: string[]): Promise<number> {
         throw new UsageError("help takes at most one command");
       }
       const spec = topic === undefined ? undefined : findCommand(topic);
-      if (topic !== undefined && spec === undefined && topic !== "analyze") {
+      if (topic !== undefined && spec === undefined) {
         throw new UsageError(`unknown command '${topic}'`);
       }
       console.log(spec ? commandHelp(spec) : overviewHelp());
@@ -343,9 +344,23 @@ export async function main(args: string[]): Promise<number> {
       }
       case "pull":
         return await runPull(positionals.slice(1), { json, offline: flag(p, "offline") });
-      case "analyze":
-        console.error(`cflow: '${command}' is not implemented yet in cflow ${VERSION}`);
-        return EXIT.USAGE;
+      case "analyze": {
+        const files = positionals.slice(1);
+        if (files.length > 0) openKernels(options);
+        return runAnalyze(files, {
+          arch: str(p, "arch"),
+          hidden: str(p, "hidden"),
+          layers: str(p, "layers"),
+          ffn: str(p, "ffn"),
+          experts: str(p, "experts"),
+          topK: str(p, "top-k"),
+          expertFfn: str(p, "expert-ffn"),
+          heads: str(p, "heads"),
+          kvHeads: str(p, "kv-heads"),
+          headDim: str(p, "head-dim"),
+          quant: str(p, "quant"),
+        }, json);
+      }
       default:
         throw new UsageError(`unknown command '${command}'`);
     }

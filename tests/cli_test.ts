@@ -103,7 +103,7 @@ Deno.test("usage errors exit 2; unimplemented commands say so", async () => {
   assert.equal(badFlag.code, 2);
   const analyze = await cflow(["analyze"]);
   assert.equal(analyze.code, 2);
-  assert.match(analyze.stderr, /not implemented yet/);
+  assert.match(analyze.stderr, /analyze needs --arch/);
   const badPort = await cflow(["serve", "--port", "http"]);
   assert.equal(badPort.code, 2, badPort.stderr);
   assert.match(badPort.stderr, /--port/);

@@ -18,7 +18,7 @@
 
 export { HF_CONFIG_LIMITS, parseHfConfig, readHfConfig } from "./parse_hf_config.ts";
 export type { HfConfig, HfFamily, HfLayerType, HfMoeConfig } from "./parse_hf_config.ts";
-export { PIPELINE_NATIVE_NAMES, readPipelineNative } from "./parse_pipeline_native.ts";
+export { PIPELINE_NATIVE_NAMES } from "./parse_pipeline_native.ts";
 export type { PipelineNativeConfig } from "./parse_pipeline_native.ts";
 export {
   diskFs,
