@@ -88,7 +88,12 @@ Deno.test("generate reports the expert bytes of a mixture-of-experts model: k of
   try {
     const out = `${dir}/mixtral.cflow`;
     const src = new URL("../tests/fixtures/hf_logits/mixtral", import.meta.url).pathname;
-    await convertFile(src, out, { format: "cflow", quant: "q8_0", rule: "ggml", measureError: false });
+    await convertFile(src, out, {
+      format: "cflow",
+      quant: "q8_0",
+      rule: "ggml",
+      measureError: false,
+    });
     using model = Transformer.load(out, { contextLength: 32 });
     const { ids, stats } = await run(model, () => false, { maxTokens: 6 });
     assert.equal(ids.length, 6);
