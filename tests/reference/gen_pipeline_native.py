@@ -20,7 +20,7 @@ Geometry: hidden 32, 4 heads / 2 KV heads of head_dim 8, intermediate 64, 4 expe
 32, vocab 128, 6 layers (arch5: 2 blocks), eps 1e-6, RoPE theta 10000.
 
 Each fixture folder holds config.json (exactly the doc's fields), model.safetensors (float32, the
-doc's tensor names) and trace.json:
+doc's tensor names), trace.json, trace_q4_0.json and trace_q4_0_q8_0.json (below):
 
     {"architecture": config name, "fixture": folder name, "tokens": [8 ids],
      "seed": the weight seed used, "shape": [seq, vocab],
@@ -39,9 +39,16 @@ embedding and matrices N(0, 0.2^2), except the residual-writing projections (att
 expert down) N(0, 0.1^2) so that residual norms stay within a small factor of the embedding norm
 over 6 (18) layers; norm weights 1 + 0.1 N(0,1); the final norm of the softcapped fixture
 4 + 0.1 N(0,1) (a 4x gain) so that the softcap 30 bends its logits measurably; routers
-N(0, 0.5^2). The script asserts, for every position: an argmax margin > 1e-3 over the runner-up,
-and at every MoE evaluation a probability margin > 1e-3 between the k-th and (k+1)-th expert; if
-either fails it draws the whole model again with the next seed (the seed used is in trace.json).
+N(0, 0.25^2). The script asserts, for every position: an argmax margin > 1e-3 over the runner-up
+(> 1e-2 for the Q4_0-weight model), and at every MoE evaluation of both the f32 and the Q4_0-weight
+model a probability margin > 5e-3 between the k-th and (k+1)-th expert (so that the Q8_0 noise of
+a quantized runtime cannot flip a selection); if any fails it draws the whole model again with the
+next seed (the seed used is in trace.json).
+
+Two more traces, same layout, for Q4_0 files: trace_q4_0.json, the same forward over the Q4_0
+round trip (ggml's rule) of every tiled matrix, i.e. the weights a Q4_0 `.cflow` holds; and
+trace_q4_0_q8_0.json, that forward with ggml's Q8_0 round trip of every projection's input as well
+(not the router's), the arithmetic of a runtime that multiplies in integers.
 
 Self-check: arch2_4_combined, arch4_async_experts, arch2_4_sync (V-norm, tied, SiLU) and
 arch2_4_combined_dense (no MoE, embedding scale) are also computed token by token with an explicit
@@ -75,7 +82,7 @@ from safetensors.torch import save_file
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "fixtures" / "pipeline_native"
-LIMIT_BYTES = 4 * 1000 * 1000
+LIMIT_BYTES = 4_500_000
 
 TOKENS = [1, 17, 42, 99, 5, 63, 127, 8]
 MARGIN = 1e-3
@@ -245,10 +252,29 @@ def act(x: torch.Tensor, geglu: bool) -> torch.Tensor:
     return F.gelu(x, approximate="tanh") if geglu else F.silu(x)
 
 
+def q8_0_roundtrip(x: torch.Tensor) -> torch.Tensor:
+    """ggml's quantize_row_q8_0_reference then dequantize, along the last dimension in blocks of 32.
+
+    d = amax / 127, q = round(x / d) (half away from zero), stored scale f16(d): what llama.cpp and
+    cflow do to the input of every quantized projection before the integer dot products.
+    """
+    shape = x.shape
+    assert shape[-1] % 32 == 0, shape
+    a = x.detach().numpy().astype(np.float32).reshape(-1, shape[-1] // 32, 32)
+    d = (np.abs(a).max(-1) / np.float32(127)).astype(np.float32)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    v = (a * inv[..., None]).astype(np.float32)
+    q = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+    deq = q * d.astype(np.float16).astype(np.float32)[..., None]
+    return torch.from_numpy(deq.reshape(shape).astype(np.float32))
+
+
 class Model:
-    def __init__(self, cfg: dict, w: dict[str, torch.Tensor]):
+    def __init__(self, cfg: dict, w: dict[str, torch.Tensor], quantize_activations: bool = False):
         self.cfg = cfg
         self.w = w
+        # The input of every tiled projection through Q8_0 (never the f32 router's).
+        self.aq = quantize_activations
         self.flags = cfg["feature_flags"]
         self.geglu = bool(self.flags & FLAG_GEGLU)
         self.vnorm = bool(self.flags & FLAG_VNORM)
@@ -263,13 +289,17 @@ class Model:
     def W(self, name: str) -> torch.Tensor:
         return self.w[name]
 
+    def lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """x W^T for a tiled matrix."""
+        return (q8_0_roundtrip(x) if self.aq else x) @ self.W(name).T
+
     # attention over a full causal sequence
     def attn(self, l: int, h: torch.Tensor) -> torch.Tensor:
         T = h.shape[0]
         p = f"layers.{l}.attn."
-        q = (h @ self.W(p + "q.weight").T).view(T, self.nh, self.hd)
-        k = (h @ self.W(p + "k.weight").T).view(T, self.nkv, self.hd)
-        v = (h @ self.W(p + "v.weight").T).view(T, self.nkv, self.hd)
+        q = self.lin(h, p + "q.weight").view(T, self.nh, self.hd)
+        k = self.lin(h, p + "k.weight").view(T, self.nkv, self.hd)
+        v = self.lin(h, p + "v.weight").view(T, self.nkv, self.hd)
         if self.vnorm:
             v = rms_norm(v, None, self.eps)
         cos, sin = rope_cos_sin(torch.arange(T), self.hd, self.cfg["rope_theta"])
@@ -282,12 +312,12 @@ class Model:
         scores = scores.masked_fill(~mask, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         o = torch.einsum("hts,shd->thd", probs, v).reshape(T, self.nh * self.hd)
-        return o @ self.W(p + "o.weight").T
+        return self.lin(o, p + "o.weight")
 
     def ffn_core(self, prefix: str, h: torch.Tensor) -> torch.Tensor:
-        g = h @ self.W(prefix + "gate.weight").T
-        u = h @ self.W(prefix + "up.weight").T
-        return (act(g, self.geglu) * u) @ self.W(prefix + "down.weight").T
+        g = self.lin(h, prefix + "gate.weight")
+        u = self.lin(h, prefix + "up.weight")
+        return self.lin(act(g, self.geglu) * u, prefix + "down.weight")
 
     def ffn(self, l: int, h: torch.Tensor) -> torch.Tensor:
         return self.ffn_core(f"layers.{l}.ffn.", h)
@@ -327,7 +357,7 @@ class Model:
     def head(self, x: torch.Tensor) -> torch.Tensor:
         y = rms_norm(x, self.W("norm.weight"), self.eps)
         wout = self.W("embed.weight") if self.cfg["tie_word_embeddings"] else self.W("lm_head.weight")
-        logits = y @ wout.T
+        logits = (q8_0_roundtrip(y) if self.aq else y) @ wout.T
         c = self.cfg["final_logit_softcap"]
         if c > 0:
             logits = c * torch.tanh(logits / c)
@@ -686,6 +716,28 @@ def build(folder: str, arch: str, flags: int, softcap: float, n_layers: int, n_e
         "logits_f32_b64": base64.b64encode(logits4.contiguous().numpy().astype("<f4").tobytes()).decode("ascii"),
     }
     (out / "trace_q4_0.json").write_text(trace_text(doc4))
+
+    # And with ggml's Q8_0 quantization of every projection's input as well: the arithmetic of a
+    # Q4_0 runtime that multiplies in integers (llama.cpp's, cflow's), up to float summation order.
+    m8 = Model(cfg, quantized_weights(w), quantize_activations=True)
+    with torch.no_grad():
+        logits8, final8, records8, _ = m8.forward(TOKENS)
+    rec8 = [{k: l2(v) for k, v in rec.items()} for rec in records8]
+    fin8 = l2(final8)
+    doc8 = {
+        **doc4,
+        "fixture": folder + " (weights through Q4_0, projection inputs through Q8_0)",
+        "positions": [
+            {
+                "layers": [{k: v[t] for k, v in rec.items()} for rec in rec8],
+                "final_norm": fin8[t],
+                "argmax": logits8.argmax(-1).tolist()[t],
+            }
+            for t in range(T)
+        ],
+        "logits_f32_b64": base64.b64encode(logits8.contiguous().numpy().astype("<f4").tobytes()).decode("ascii"),
+    }
+    (out / "trace_q4_0_q8_0.json").write_text(trace_text(doc8))
     return {
         "q4_margin": q4_margin,
         "q4_route_margin": m4.min_route_margin if n_experts else None,
