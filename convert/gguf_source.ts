@@ -63,6 +63,111 @@ function sourceTensor(src: ByteSource, t: GgufTensorInfo): SourceTensor {
   };
 }
 
+/** A tensor's ggml row count (ne[1]), or undefined when the file lacks it. */
+function rowsOf(gguf: GgufFile, name: string): number | undefined {
+  const t = tensorByName(gguf, name);
+  return t === undefined ? undefined : t.dims[1] ?? 1;
+}
+
+/** Where a metadata key sits, for errors. */
+function keyOffset(gguf: GgufFile, k: string): number {
+  return gguf.metadataOffsets.get(k) ?? 0;
+}
+
+/**
+ * Each routed expert's FFN width: `expert_feed_forward_length` (Qwen-MoE),
+ * which must agree with the rows of layer 0's 3-D gate tensor
+ * (ne = [hidden, width, experts]); else those rows; else, for a file without
+ * a dense FFN, `feed_forward_length` (how Mixtral and OLMoE give it).
+ */
+function expertWidth(src: ByteSource, gguf: GgufFile, arch: string, denseFfn: boolean): number {
+  const fromShape = rowsOf(gguf, "blk.0.ffn_gate_exps.weight");
+  const k = `${arch}.expert_feed_forward_length`;
+  if (gguf.metadata.has(k)) {
+    const fromKey = getInt(gguf, k);
+    if (fromShape !== undefined && fromShape !== fromKey) {
+      throw new FormatError(
+        src.name,
+        `kv["${k}"]`,
+        keyOffset(gguf, k),
+        `${fromKey} disagrees with blk.0.ffn_gate_exps.weight (${fromShape} rows)`,
+      );
+    }
+    return fromKey;
+  }
+  // Without the key, feed_forward_length is the expert width for Mixtral and
+  // OLMoE but the unused dense width for Qwen-MoE: the tensor decides.
+  return fromShape ?? (denseFfn ? 0 : getInt(gguf, `${arch}.feed_forward_length`, 0));
+}
+
+/**
+ * Routing metadata of a mixture-of-experts GGUF, in the names the Hugging
+ * Face path writes: whether the top-k weights are renormalized
+ * (`moe_norm_topk_prob`) and the shared expert's width (`shared_expert_ffn`).
+ *
+ * Renormalization: the file's `{arch}.expert_weights_norm` when it has one,
+ * else what llama.cpp hard-codes per architecture (its build_moe_ffn
+ * `norm_w`): Mixtral ("llama" with experts) and Qwen3-MoE renormalize,
+ * Qwen2-MoE and OLMoE do not. llama.cpp's converter writes no such key for
+ * these four.
+ */
+function moeExtra(
+  src: ByteSource,
+  gguf: GgufFile,
+  arch: string,
+  architecture: string,
+): Record<string, unknown> {
+  const k = (s: string) => `${arch}.${s}`;
+  const norm = gguf.metadata.get(k("expert_weights_norm"));
+  if (norm !== undefined && norm.type !== "bool") {
+    throw new FormatError(
+      src.name,
+      `kv["${k("expert_weights_norm")}"]`,
+      keyOffset(gguf, k("expert_weights_norm")),
+      `is ${norm.type}, want bool`,
+    );
+  }
+  // Routing cflow does not implement: refuse rather than compute something else.
+  const scale = getFloat(gguf, k("expert_weights_scale"), 1);
+  if (scale !== 1 && scale !== 0) {
+    throw new FormatError(
+      src.name,
+      `kv["${k("expert_weights_scale")}"]`,
+      keyOffset(gguf, k("expert_weights_scale")),
+      `${scale}: scaled expert weights are not supported`,
+    );
+  }
+  const gating = getInt(gguf, k("expert_gating_func"), 1);
+  if (gating !== 1) {
+    throw new FormatError(
+      src.name,
+      `kv["${k("expert_gating_func")}"]`,
+      keyOffset(gguf, k("expert_gating_func")),
+      `${gating}: only softmax gating (1) is supported`,
+    );
+  }
+  const out: Record<string, unknown> = {
+    moe_norm_topk_prob: norm !== undefined
+      ? norm.value as boolean
+      : architecture === "mixtral" || architecture === "qwen3moe",
+  };
+  // Qwen2-MoE's shared expert: its width from the tensor, checked against
+  // expert_shared_feed_forward_length when the file has it.
+  const shared = rowsOf(gguf, "blk.0.ffn_gate_shexp.weight");
+  const sharedKey = k("expert_shared_feed_forward_length");
+  const fromKey = gguf.metadata.has(sharedKey) ? getInt(gguf, sharedKey) : undefined;
+  if (shared !== undefined && fromKey !== undefined && fromKey !== shared) {
+    throw new FormatError(
+      src.name,
+      `kv["${sharedKey}"]`,
+      keyOffset(gguf, sharedKey),
+      `${fromKey} disagrees with blk.0.ffn_gate_shexp.weight (${shared} rows)`,
+    );
+  }
+  if (shared !== undefined) out.shared_expert_ffn = shared;
+  return out;
+}
+
 function plain(v: GgufValue): unknown {
   if (v.type === "array") {
     const a = v.value as unknown;
@@ -112,8 +217,8 @@ export function openGgufSource(path: string): ModelSource {
  */
 export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => void): ModelSource {
   const archName = getString(gguf, "general.architecture");
-  const architecture = canonicalArchitecture(archName);
-  if (architecture === undefined) {
+  const canonical = canonicalArchitecture(archName);
+  if (canonical === undefined) {
     throw new FormatError(
       src.name,
       'kv["general.architecture"]',
@@ -122,6 +227,10 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
     );
   }
   const key = (k: string) => `${archName}.${k}`;
+  const experts = getInt(gguf, key("expert_count"), 0);
+  // llama.cpp writes Mixtral as "llama" with experts; cflow calls it "mixtral"
+  // (as the Hugging Face model_type does).
+  const architecture = canonical === "llama" && experts > 0 ? "mixtral" : canonical;
   const hidden = getInt(gguf, key("embedding_length"));
   const heads = getInt(gguf, key("attention.head_count"));
   const embd = tensorByName(gguf, "token_embd.weight");
@@ -129,7 +238,6 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
     throw new FormatError(src.name, "token_embd.weight", 0, "the embedding tensor is missing");
   }
   const vocab = embd.dims[1] ?? 1;
-  const experts = getInt(gguf, key("expert_count"), 0);
   const denseFfn = tensorByName(gguf, "blk.0.ffn_gate.weight") !== undefined ||
     tensorByName(gguf, "blk.0.ffn_up.weight") !== undefined;
   const extra: Record<string, unknown> = {
@@ -150,6 +258,7 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
     ),
   };
   void getArray;
+  if (experts > 0) Object.assign(extra, moeExtra(src, gguf, archName, architecture));
   const slidingWindow = getInt(gguf, key("attention.sliding_window"), 0);
   const hyper: HyperParams = {
     architecture,
@@ -163,9 +272,7 @@ export function ggufModelSource(src: ByteSource, gguf: GgufFile, close: () => vo
     ffnHidden: denseFfn ? getInt(gguf, key("feed_forward_length"), 0) : 0,
     experts,
     topK: getInt(gguf, key("expert_used_count"), 0),
-    expertFfnHidden: experts > 0
-      ? getInt(gguf, key("expert_feed_forward_length"), getInt(gguf, key("feed_forward_length"), 0))
-      : 0,
+    expertFfnHidden: experts > 0 ? expertWidth(src, gguf, archName, denseFfn) : 0,
     vocab,
     slidingWindow,
     // Gemma 3: five sliding layers, then a global one (llama.cpp's n_swa_pattern 6);
