@@ -88,6 +88,13 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: "KV cache element type: f16 (default) | f32",
     },
     {
+      name: "evict",
+      type: "string",
+      arg: "MODE",
+      values: ["never", "after-pack", "phase-boundary"],
+      help: "drop packed weights' file pages: never | after-pack (default) | phase-boundary",
+    },
+    {
       name: "template",
       type: "string",
       arg: "FILE",
@@ -191,7 +198,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
 /** Options every command accepts (and the only ones without a command). */
 export const GLOBAL_OPTIONS: readonly string[] = ["help", "version"];
 
-const MODEL = ["model", "quant", "ctx", "kv-cache", "threads"] as const;
+const MODEL = ["model", "quant", "ctx", "kv-cache", "threads", "evict"] as const;
 const SAMPLING = [
   "max-tokens",
   "temperature",

@@ -33,6 +33,8 @@ export interface ModelArgs {
   kvCache: "f16" | "f32";
   quant: TargetQuant;
   json: boolean;
+  /** When packed weights' file pages are dropped. */
+  evict?: "never" | "after-pack" | "phase-boundary";
 }
 
 /** Model, tokenizer and chat template, ready. */
@@ -66,6 +68,7 @@ export async function openSession(args: ModelArgs): Promise<Session> {
   const { model, tokenizer } = openModel(path, {
     contextLength: args.ctx,
     kvCache: args.kvCache,
+    evict: args.evict,
     packProgress: progressBar({ label: "loading", delayMs: 300 }),
   });
   return { model, tokenizer, path };
@@ -91,6 +94,11 @@ export async function readStdinText(limit = 16 << 20): Promise<string> {
   } catch {
     throw new RangeError("stdin: the input is not valid UTF-8");
   }
+}
+
+/** afterLoad -> after_load. */
+function snake(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase());
 }
 
 function statsLine(s: GenerationStats, rssMiB: number): string {
@@ -181,6 +189,18 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
           generated_tokens: stats.generatedTokens,
           peak_rss_mib: rss,
           stop_reason: stats.stopReason,
+          pack_ms: model.loadStats.packMs,
+          evict: model.evictMode,
+          ...(stats.memory && {
+            memory: Object.fromEntries(
+              Object.entries(stats.memory).map(([phase, m]) => [snake(phase), {
+                rss_mib: m.rss / (1 << 20),
+                pss_mib: m.pss / (1 << 20),
+                pss_file_mib: m.pssFile / (1 << 20),
+                pss_anon_mib: m.pssAnon / (1 << 20),
+              }]),
+            ),
+          }),
           ...(stats.expertBytes && {
             expert_bytes: {
               prefill: stats.expertBytes.prefill,

@@ -286,6 +286,11 @@ export async function main(args: string[]): Promise<number> {
           ctx: ctx === undefined ? undefined : int(ctx, "--ctx", 4, 1 << 20),
           kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
           quant: choice(str(p, "quant") ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
+          evict: choice(
+            str(p, "evict") ?? "after-pack",
+            "--evict",
+            ["never", "after-pack", "phase-boundary"] as const,
+          ),
           json,
           template: template === undefined ? undefined : await Deno.readTextFile(template),
         };

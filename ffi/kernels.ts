@@ -367,6 +367,20 @@ export class Kernels {
     return Number(this.#s.cf_peak_rss());
   }
 
+  /**
+   * This process's RSS, PSS and PSS of file-backed and of anonymous pages,
+   * in bytes (/proc/self/smaps_rollup, read by the library); undefined where
+   * that file does not exist or under the wasm build.
+   */
+  memoryUsage(): { rss: number; pss: number; pssFile: number; pssAnon: number } | undefined {
+    if (this.backend === "wasm") return undefined;
+    const out = new BigUint64Array(4);
+    const rc = this.#s.cf_memory_usage(new Uint8Array(out.buffer), 32n);
+    if (rc !== STATUS.OK) return undefined;
+    const [rss, pss, pssFile, pssAnon] = [...out].map(Number);
+    return { rss, pss, pssFile, pssAnon };
+  }
+
   /** Physical cores available to this process. */
   physicalCores(): number {
     return this.#s.cf_physical_cores();

@@ -159,9 +159,17 @@ export interface TransformerOptions {
   packed?: boolean;
   /**
    * After packing, drop the file's pages that were packed (madvise
-   * DONTNEED) so that the weights are resident once (default true).
+   * DONTNEED) so that the weights are resident once (default true). Same as
+   * `evict: "after-pack"` (true) or `"never"` (false).
    */
   evictSource?: boolean;
+  /**
+   * When the mapped source pages of packed weights are dropped: `"never"`;
+   * `"after-pack"` (the default), as each matrix is packed; or
+   * `"phase-boundary"`, after packing and again by {@link Transformer.endPrefill}
+   * at the prefill/decode boundary, in case prefill faulted some back.
+   */
+  evict?: "never" | "after-pack" | "phase-boundary";
   /**
    * Called while packing with the bytes packed so far and the total, after
    * each matrix (for a progress bar; not called when nothing is packed).
@@ -272,6 +280,8 @@ export class Transformer {
   readonly #region: MemoryRegion;
   readonly #k: Kernels;
   readonly #packedRuns = new Map<number, WeightRun>();
+  /** The file ranges the packed copy was made from. */
+  readonly #packedSources: WeightRun[] = [];
   #packedBuffer: AlignedBuffer | undefined;
   readonly #workspace: AlignedBuffer;
   readonly #plan: Plan;
@@ -285,6 +295,7 @@ export class Transformer {
   readonly #counterBytes = new Uint8Array(8);
   readonly #counterSeen: number[] = [];
   #bankBytes: number[] = [];
+  #evict: "never" | "after-pack" | "phase-boundary" = "after-pack";
   #stateBuffers!: RunState;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
   #lastExpertBytes: number[] = [];
@@ -318,7 +329,13 @@ export class Transformer {
     const packStart = performance.now();
     const wantPacked = options.packed ?? this.#k.variant === "avx512vnni";
     const runs = this.#collectRuns();
-    if (wantPacked) this.#pack(runs, options.evictSource ?? true, options.packProgress);
+    this.#evict = options.evict ?? (options.evictSource === false ? "never" : "after-pack");
+    if (!["never", "after-pack", "phase-boundary"].includes(this.#evict)) {
+      throw new RangeError(
+        `model: evict mode "${this.#evict}" is not never, after-pack or phase-boundary`,
+      );
+    }
+    if (wantPacked) this.#pack(runs, this.#evict !== "never", options.packProgress);
     const packMs = this.#packedBuffer ? performance.now() - packStart : 0;
     const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
 
@@ -899,6 +916,7 @@ export class Transformer {
       hugePages(dst);
       let at = 0;
       todo.forEach((r, i) => {
+        this.#packedSources.push(r);
         this.#packedRuns.set(r.offset, packRun(r, dst, at, { evictSource: evict }));
         at += Math.ceil(sizes[i] / 64) * 64;
         progress?.(at, total);
@@ -1208,6 +1226,47 @@ export class Transformer {
       );
     }
     return this.#readLogits();
+  }
+
+  /**
+   * Drops the mapped file's pages of every packed matrix (madvise
+   * DONTNEED): the plan reads the packed copy, so they are only faulted
+   * back by something else reading the file. Returns the bytes advised (0
+   * when nothing is packed).
+   *
+   * @example
+   * ```ts ignore
+   * model.evictSource();
+   * ```
+   */
+  evictSource(): number {
+    let bytes = 0;
+    for (const r of this.#packedSources) {
+      this.#region.advise("dontneed", r.offset, r.length);
+      bytes += r.length;
+    }
+    return bytes;
+  }
+
+  /**
+   * Marks the prefill/decode boundary: with `evict: "phase-boundary"` the
+   * packed matrices' file pages are dropped again (see
+   * {@link evictSource}); otherwise nothing. {@link generate} calls it after
+   * the prompt.
+   *
+   * @example
+   * ```ts ignore
+   * model.prefill(prompt, 0);
+   * model.endPrefill();
+   * ```
+   */
+  endPrefill(): void {
+    if (this.#evict === "phase-boundary") this.evictSource();
+  }
+
+  /** The eviction mode chosen at load. */
+  get evictMode(): "never" | "after-pack" | "phase-boundary" {
+    return this.#evict;
   }
 
   /** Frees the plan, the workspace and the packed weights, and unmaps the file. */

@@ -9,6 +9,7 @@
 
 import type { Transformer } from "../model/mod.ts";
 import { StopMatcher } from "../sampling/mod.ts";
+import { type MemoryUsage, memoryUsage } from "./memory_usage.ts";
 
 /**
  * The tokenizer operations generation needs.
@@ -93,6 +94,13 @@ export interface GenerationStats {
   decodeTokS: number;
   /** Why generation stopped. */
   stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context";
+  /**
+   * Memory (RSS, PSS and its file and anonymous parts, from
+   * /proc/self/smaps_rollup) before the prompt, after it (and after the
+   * phase-boundary eviction, if chosen) and at the end; absent where it
+   * cannot be read.
+   */
+  memory?: { afterLoad: MemoryUsage; afterPrefill: MemoryUsage; afterDecode: MemoryUsage };
   /**
    * Mixture-of-experts models: the expert weight bytes read (only the
    * router-selected experts' spans), in the prefill and per decoded token,
@@ -217,6 +225,7 @@ export async function* generate(
     );
   }
   const start = performance.now();
+  const afterLoad = memoryUsage();
   // Prefill: the prompt through the model in batches, keeping the last
   // logits; off the event loop, so that the signal can stop a long prompt.
   let logits: Float32Array;
@@ -235,7 +244,9 @@ export async function* generate(
     };
   }
   for (const t of prompt) sampler.accept(t);
+  model.endPrefill();
   const prefillEnd = performance.now();
+  const afterPrefill = memoryUsage();
   const moe = model.config.moe !== null;
   const prefillExperts = model.expertBytes.perLayer.reduce((a, n) => a + n, 0);
   const decodeExperts = new Array<number>(model.config.layers).fill(0);
@@ -293,6 +304,7 @@ export async function* generate(
     generatedTokens: generated,
     decodeTokS: generated > 1 ? (generated - 1) / Math.max((lastAt - firstAt) / 1000, 1e-9) : 0,
     stopReason: reason,
+    memory: afterLoad && afterPrefill && { afterLoad, afterPrefill, afterDecode: memoryUsage()! },
     expertBytes: moe
       ? {
         prefill: prefillExperts,

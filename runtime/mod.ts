@@ -10,6 +10,8 @@
  */
 
 export { fnv1a64, generate } from "./generate.ts";
+export { memoryUsage } from "./memory_usage.ts";
+export type { MemoryUsage } from "./memory_usage.ts";
 export type {
   GeneratedToken,
   GenerateOptions,

@@ -153,6 +153,40 @@ export fn cf_peak_rss() u64 {
     return @as(u64, @intCast(usage.maxrss)) * 1024;
 }
 
+/// int32_t cf_memory_usage(uint64_t out[4]): RSS, PSS, Pss_File and
+/// Pss_Anon of this process in bytes, from /proc/self/smaps_rollup (which
+/// Deno cannot read without full permissions). 0, or a status when the file
+/// cannot be read (not Linux, no smaps_rollup) or lacks a field.
+export fn cf_memory_usage(out: ?[*]u8, out_len: usize) i32 {
+    if (is_wasm) return Status.unsupported.code();
+    const dst = out orelse return Status.invalid_arg.code();
+    if (out_len != 32) return Status.length.code();
+    var buf: [16384]u8 = undefined;
+    const fd = std.posix.open("/proc/self/smaps_rollup", .{ .ACCMODE = .RDONLY }, 0) catch return Status.unsupported.code();
+    defer std.posix.close(fd);
+    var n: usize = 0;
+    while (n < buf.len) {
+        const got = std.posix.read(fd, buf[n..]) catch return Status.unsupported.code();
+        if (got == 0) break;
+        n += got;
+    }
+    const names = [_][]const u8{ "Rss:", "Pss:", "Pss_File:", "Pss_Anon:" };
+    var found = [_]bool{false} ** names.len;
+    var lines = std.mem.splitScalar(u8, buf[0..n], '\n');
+    while (lines.next()) |line| {
+        for (names, 0..) |name, i| {
+            if (!std.mem.startsWith(u8, line, name)) continue;
+            var fields = std.mem.tokenizeAny(u8, line[name.len..], " \t");
+            const kb = std.fmt.parseInt(u64, fields.next() orelse break, 10) catch break;
+            if (kb > (1 << 50)) break;
+            std.mem.writeInt(u64, dst[i * 8 ..][0..8], kb * 1024, .little);
+            found[i] = true;
+        }
+    }
+    for (found) |f| if (!f) return Status.unsupported.code();
+    return Status.ok.code();
+}
+
 /// uint32_t cf_physical_cores(void)
 export fn cf_physical_cores() u32 {
     return cpu.physicalCores();

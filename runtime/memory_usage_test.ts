@@ -1,0 +1,15 @@
+import assert from "node:assert/strict";
+import { allocAligned, openKernels } from "../ffi/mod.ts";
+import { memoryUsage } from "./memory_usage.ts";
+
+Deno.test("memory usage: PSS within RSS, split into file and anonymous pages; touching 64 MiB shows", () => {
+  openKernels();
+  const before = memoryUsage();
+  if (before === undefined) return; // no smaps_rollup here
+  assert.ok(before.rss > 0 && before.pss > 0 && before.pss <= before.rss + 4096);
+  assert.ok(before.pssFile + before.pssAnon <= before.pss + 65536);
+  using a = allocAligned(64 << 20, 4096);
+  for (let o = 0; o < a.size; o += 4096) a.write(o, new Uint8Array([1]));
+  const after = memoryUsage()!;
+  assert.ok(after.pssAnon - before.pssAnon >= 60 << 20, `${after.pssAnon - before.pssAnon}`);
+});
