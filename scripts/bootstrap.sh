@@ -84,7 +84,7 @@ fi
 
 mkdir -p "$TOOLS"
 rm -f "$STAMP"
-if [ ! -x "$DENO_BIN" ] || [ "$("$DENO_BIN" --version 2>/dev/null | head -n1 | awk '{print $2}')" != "$DENO_VERSION" ]; then
+if [ ! -x "$DENO_BIN" ] || [ "$("$DENO_BIN" --version 2>/dev/null | awk 'NR == 1 {print $2}')" != "$DENO_VERSION" ]; then
   install_deno
 fi
 if [ ! -x "$ZIG_BIN" ] || [ "$("$ZIG_BIN" version 2>/dev/null)" != "$ZIG_VERSION" ]; then

@@ -34,7 +34,7 @@ if [ ! -x "$DENORT_BIN" ]; then
   exit 3
 fi
 
-DENO="$(bash "$ROOT/scripts/bootstrap.sh" | head -n1)"
+DENO="$(bash "$ROOT/scripts/bootstrap.sh" | sed -n 1p)"
 bash "$ROOT/scripts/build-kernels.sh" --if-stale
 LIB_REL="kernels-zig/zig-out/lib/libcflow_kernels.so"
 
