@@ -158,8 +158,8 @@ async function main(): Promise<void> {
       `order seed ${printedSeed}; medians (MiB: RSS / PSS / Pss_File / Pss_Anon)`,
   );
   console.log(
-    "mode            decode tok/s  ttft ms  pack ms  after load               " +
-      "after prefill            after decode             peak RSS",
+    "mode            decode tok/s  ttft ms  pack ms  after load                   " +
+      "after prefill                after decode                 peak RSS",
   );
   const summary: Record<string, unknown> = {};
   for (const m of MODES) {
@@ -174,7 +174,7 @@ async function main(): Promise<void> {
       med((x) => x[p].pssAnon),
     ];
     const cells = (["afterLoad", "afterPrefill", "afterDecode"] as const).map((p) =>
-      mem(p).map(mib).join(" / ").padEnd(25)
+      mem(p).map(mib).join(" / ").padEnd(29)
     );
     console.log(
       `${m.padEnd(16)}${med((x) => x.tgTokS).toFixed(1).padStart(12)}  ${
