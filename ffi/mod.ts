@@ -48,6 +48,8 @@ export {
 } from "./kernels.ts";
 export type { KernelOptions, SettingSource, WeightType } from "./kernels.ts";
 export { AlignedBuffer, allocAligned, mapFile, MappedFile, MemoryRegion } from "./memory.ts";
+export { createStage, DirectFile, MAX_STAGE_SLOTS, openDirect, Stage } from "./io.ts";
+export type { FetchResult, OpenDirectOptions, StageStats } from "./io.ts";
 export {
   ABI_VERSION,
   ADVICE,

@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION: number = 4;
+export const ABI_VERSION: number = 5;
 
 /**
  * The symbol table passed to `Deno.dlopen`.
@@ -184,6 +184,30 @@ export const symbols = {
   cf_copy: { parameters: ["i32", "usize", "buffer", "usize"], result: "i32" },
   // int32_t cf_madvise(int32_t handle, size_t offset, size_t len, uint32_t advice)
   cf_madvise: { parameters: ["i32", "usize", "usize", "u32"], result: "i32" },
+  // int32_t cf_io_open(const uint8_t *path, size_t path_len, uint64_t out_info[4])
+  cf_io_open: { parameters: ["buffer", "usize", "buffer"], result: "i32" },
+  // int32_t cf_io_close(int32_t file)
+  cf_io_close: { parameters: ["i32"], result: "i32" },
+  // int32_t cf_stage_create(int32_t file, size_t slot_bytes, uint32_t n_slots, uint64_t out[4])
+  cf_stage_create: { parameters: ["i32", "usize", "u32", "buffer"], result: "i32" },
+  // int32_t cf_stage_destroy(int32_t stage)
+  cf_stage_destroy: { parameters: ["i32"], result: "i32" },
+  // int32_t cf_stage_fetch(int32_t stage, uint32_t layer, uint32_t expert, uint64_t file_offset,
+  //     size_t length, uint32_t out[2])
+  cf_stage_fetch: {
+    parameters: ["i32", "u32", "u32", "u64", "usize", "buffer"],
+    result: "i32",
+  },
+  // int32_t cf_stage_wait(int32_t stage, uint32_t slot)
+  cf_stage_wait: { parameters: ["i32", "u32"], result: "i32" },
+  // int32_t cf_stage_copy(int32_t stage, uint32_t slot, size_t offset, uint8_t *dst, size_t len)
+  cf_stage_copy: { parameters: ["i32", "u32", "usize", "buffer", "usize"], result: "i32" },
+  // int32_t cf_stage_release(int32_t stage, uint32_t slot)
+  cf_stage_release: { parameters: ["i32", "u32"], result: "i32" },
+  // int32_t cf_stage_stats(int32_t stage, uint64_t out[4])
+  cf_stage_stats: { parameters: ["i32", "buffer"], result: "i32" },
+  // int32_t cf_stage_reset_stats(int32_t stage)
+  cf_stage_reset_stats: { parameters: ["i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**
