@@ -88,6 +88,27 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: "KV cache element type: f16 (default) | f32",
     },
     {
+      name: "expert-tier",
+      type: "string",
+      arg: "T",
+      values: ["mmap", "disk"],
+      help:
+        "MoE expert tiles: mmap (default, in place) | disk (direct reads of the selected experts)",
+    },
+    {
+      name: "expert-fetch",
+      type: "string",
+      arg: "M",
+      values: ["sync", "staged"],
+      help: "disk tier: sync (default) | staged (reads overlap the expert_delay window)",
+    },
+    {
+      name: "expert-cache-mib",
+      type: "string",
+      arg: "N",
+      help: "disk tier: MiB of LRU expert cache beyond the reads in flight (default 0)",
+    },
+    {
       name: "evict",
       type: "string",
       arg: "MODE",
@@ -198,7 +219,17 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
 /** Options every command accepts (and the only ones without a command). */
 export const GLOBAL_OPTIONS: readonly string[] = ["help", "version"];
 
-const MODEL = ["model", "quant", "ctx", "kv-cache", "threads", "evict"] as const;
+const MODEL = [
+  "model",
+  "quant",
+  "ctx",
+  "kv-cache",
+  "threads",
+  "evict",
+  "expert-tier",
+  "expert-fetch",
+  "expert-cache-mib",
+] as const;
 const SAMPLING = [
   "max-tokens",
   "temperature",

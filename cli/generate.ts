@@ -35,6 +35,12 @@ export interface ModelArgs {
   json: boolean;
   /** When packed weights' file pages are dropped. */
   evict?: "never" | "after-pack" | "phase-boundary";
+  /** Where expert tiles are read from. */
+  expertTier?: "mmap" | "disk";
+  /** Disk tier: read and wait in the routing layer, or overlap the expert_delay window. */
+  expertFetch?: "sync" | "staged";
+  /** Disk tier: MiB of LRU expert cache. */
+  expertCacheMiB?: number;
 }
 
 /** Model, tokenizer and chat template, ready. */
@@ -69,6 +75,9 @@ export async function openSession(args: ModelArgs): Promise<Session> {
     contextLength: args.ctx,
     kvCache: args.kvCache,
     evict: args.evict,
+    expertTier: args.expertTier,
+    expertFetch: args.expertFetch,
+    expertCacheMiB: args.expertCacheMiB,
     packProgress: progressBar({ label: "loading", delayMs: 300 }),
   });
   return { model, tokenizer, path };
@@ -208,6 +217,15 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
               decode_per_layer_per_token: stats.expertBytes.decodePerLayerPerToken,
               bank_per_layer: stats.expertBytes.bankPerLayer,
             },
+            ...(stats.expertBytes.tier && {
+              expert_tier: {
+                direct: stats.expertBytes.tier.direct,
+                read_bytes_per_token: stats.expertBytes.tier.readBytesPerToken,
+                stall_ms_per_token: stats.expertBytes.tier.stallMsPerToken,
+                cache_hit_rate: stats.expertBytes.tier.hitRate,
+              },
+            }),
+            pass_ms_per_token: stats.passMsPerToken,
           }),
         },
       }));

@@ -291,6 +291,25 @@ export async function main(args: string[]): Promise<number> {
             "--evict",
             ["never", "after-pack", "phase-boundary"] as const,
           ),
+          expertTier: choice(
+            str(p, "expert-tier") ?? "mmap",
+            "--expert-tier",
+            [
+              "mmap",
+              "disk",
+            ] as const,
+          ),
+          expertFetch: choice(
+            str(p, "expert-fetch") ?? "sync",
+            "--expert-fetch",
+            [
+              "sync",
+              "staged",
+            ] as const,
+          ),
+          expertCacheMiB: str(p, "expert-cache-mib") === undefined
+            ? 0
+            : int(str(p, "expert-cache-mib")!, "--expert-cache-mib", 0, 1 << 20),
           json,
           template: template === undefined ? undefined : await Deno.readTextFile(template),
         };

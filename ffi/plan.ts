@@ -478,6 +478,68 @@ export class PlanBuilder {
   }
 
   /**
+   * Pins each row's selected experts (a {@link route} selection row, which
+   * needs room for topK more u32 words: the slots this fills) of `layer` in
+   * slots of the staging area `stage`, starting the direct reads of those
+   * not cached from the file ranges at `spans` (nExperts pairs of u64
+   * offset, length in the workspace). Returns at once; {@link moeStaged}
+   * waits for the reads.
+   */
+  fetch(
+    stage: { handle: number },
+    layer: number,
+    nExperts: number,
+    topK: number,
+    sel: Buf,
+    spans: number,
+  ): void {
+    this.#op(18, [stage.handle, layer, nExperts, topK, sel.offset, sel.stride, spans]);
+  }
+
+  /**
+   * {@link moe} over the experts a {@link fetch} pinned: each expert's tiles
+   * come from its staging slot, laid out as `gateUp` and `down` (the
+   * template runs, whose own bytes are not read); the pins are released.
+   */
+  moeStaged(m: {
+    stage: { handle: number };
+    gateUp: WeightRun;
+    down: WeightRun;
+    nExperts: number;
+    topK: number;
+    sel: Buf;
+    x: Buf;
+    act: "silu" | "gelu";
+    scratch: Buf;
+    out: Buf;
+    counter: number;
+  }): void {
+    const t = this.#runs.length;
+    this.#runs.push(m.gateUp, m.down);
+    this.#op(19, [
+      m.stage.handle,
+      t,
+      m.nExperts,
+      m.topK,
+      m.sel.offset,
+      m.sel.stride,
+      m.x.offset,
+      m.x.stride,
+      m.act === "silu" ? 0 : 1,
+      m.scratch.offset,
+      m.scratch.stride,
+      m.out.offset,
+      m.out.stride,
+      m.counter,
+    ]);
+  }
+
+  /** The monotonic clock in ns as a u64 at byte offset `slot` (8-byte aligned). */
+  timestamp(slot: number): void {
+    this.#op(17, [slot]);
+  }
+
+  /**
    * Hands the operations to the library, which checks them against the
    * workspace for batches of up to `maxTokens` and a KV cache of `context`
    * positions.
@@ -504,7 +566,7 @@ export class PlanBuilder {
     if (handle <= 0) {
       const names = ["", "embed", "rms_norm", "quantize", "matmul", "add", "add_vec", "head_norm"]
         .concat(["rope", "kv_store", "attention", "gated", "softcap", "route", "moe"])
-        .concat(["gate_scale", "lincomb"]);
+        .concat(["gate_scale", "lincomb", "timestamp", "fetch", "moe_staged"]);
       const detail = where[0] === 1
         ? `run ${where[1]} (${JSON.stringify({ ...this.#runs[where[1]], region: undefined })})`
         : where[0] === 2

@@ -23,6 +23,7 @@ import {
   RUN_KIND,
   type WeightRun,
 } from "../ffi/mod.ts";
+import { createStage, type DirectFile, openDirect, type Stage } from "../ffi/io.ts";
 import {
   ENTRY_KIND,
   type EntryDescriptor,
@@ -69,6 +70,18 @@ interface LayerWeights {
   down?: WeightRun;
   postFfnNorm?: number;
   moe?: MoeWeights;
+}
+
+/** The disk expert tier's plan inputs. */
+interface DiskTier {
+  stage: Stage;
+  /** Reads wait at the injection pass rather than in the routing pass. */
+  staged: boolean;
+  /** Per layer: workspace offset of its experts' file ranges (-1: no experts). */
+  spans: number[];
+  /** Saved selections (route + slots) and expert inputs, one per pass in flight. */
+  sel: Buf[];
+  x: Buf[];
 }
 
 /** Asks for transparent huge pages; where the kernel refuses, 4 KiB pages work too. */
@@ -175,6 +188,25 @@ export interface TransformerOptions {
    * each matrix (for a progress bar; not called when nothing is packed).
    */
   packProgress?: (done: number, total: number) => void;
+  /**
+   * Where expert tiles are read from: `"mmap"` (default), in place from the
+   * mapped file; `"disk"`, by direct reads (O_DIRECT where the file system
+   * allows it) into staging slots, only the selected experts'.
+   */
+  expertTier?: "mmap" | "disk";
+  /**
+   * With the disk tier: `"sync"` (default) reads the selected experts and
+   * waits for them in the routing layer; `"staged"` starts the reads at the
+   * routing layer and waits at the injection layer, `expert_delay` layers
+   * later, so that the reads overlap those layers' compute (the same
+   * arithmetic on the same saved inputs: bit-identical output).
+   */
+  expertFetch?: "sync" | "staged";
+  /**
+   * With the disk tier: MiB of staging slots kept beyond what the schedule
+   * needs in flight, as an LRU cache of experts (default 0).
+   */
+  expertCacheMiB?: number;
   /** Most prompt tokens per batch of {@link Transformer.prefill} (default 64). */
   batch?: number;
   /**
@@ -296,6 +328,10 @@ export class Transformer {
   readonly #counterSeen: number[] = [];
   #bankBytes: number[] = [];
   #evict: "never" | "after-pack" | "phase-boundary" = "after-pack";
+  #direct: DirectFile | undefined;
+  #stage: Stage | undefined;
+  /** Workspace offset of the u64 timestamps taken after the embedding and each pass. */
+  #times = 0;
   #stateBuffers!: RunState;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
   #lastExpertBytes: number[] = [];
@@ -407,6 +443,8 @@ export class Transformer {
       });
     }
     const caches = schedule.steps.map(() => ({ k: L.take(kvBytes), v: L.take(kvBytes) }));
+    this.#times = L.take(8 * (schedule.steps.length + 1));
+    const disk = this.#diskTier(options, schedule, layers, batch, expertsQuantized, L, vectors);
     this.#counters = layers.map((w) => w.moe?.counter ?? -1);
     this.#bankBytes = layers.map((w) =>
       w.moe === undefined
@@ -434,9 +472,11 @@ export class Transformer {
         freqLocal,
         ones,
         kvType: options.kvCache === "f32" ? 1 : 2,
-      });
+      }, disk);
     } catch (error) {
       this.#workspace.close();
+      this.#stage?.close();
+      this.#direct?.close();
       throw error;
     }
     this.#logits = new Float32Array(c.vocab);
@@ -480,6 +520,124 @@ export class Transformer {
       }
     }
     return { singleMs: best[0], poolMs: best[1] };
+  }
+
+  /**
+   * Opens the disk expert tier when asked for and the model has experts:
+   * the file for direct reads, staging slots for every expert a batch can
+   * have in flight over the fetch window (one pass when sync, the expert
+   * queue's length when staged) plus the LRU cache, and in the workspace
+   * each layer's expert file ranges and the saved selections and inputs.
+   */
+  #diskTier(
+    options: TransformerOptions,
+    schedule: Schedule,
+    layers: LayerWeights[],
+    batch: number,
+    quantized: boolean,
+    L: Layout,
+    vectors: [number, Float32Array][],
+  ): DiskTier | undefined {
+    const c = this.config;
+    const tier = options.expertTier ?? "mmap";
+    const fetch = options.expertFetch ?? "sync";
+    if (tier !== "mmap" && tier !== "disk") {
+      throw new RangeError(`model: expert tier "${tier}" is not mmap or disk`);
+    }
+    if (fetch !== "sync" && fetch !== "staged") {
+      throw new RangeError(`model: expert fetch "${fetch}" is not sync or staged`);
+    }
+    const cacheMiB = options.expertCacheMiB ?? 0;
+    if (!Number.isFinite(cacheMiB) || cacheMiB < 0 || cacheMiB > 1 << 20) {
+      throw new RangeError(`model: an expert cache of ${cacheMiB} MiB`);
+    }
+    if (tier === "mmap" || c.moe === null) return undefined;
+    const moe = c.moe;
+    const staged = fetch === "staged" && schedule.queueSlots > 0;
+    const window = staged ? schedule.queueSlots : 1;
+    let span = 0;
+    for (const w of layers) {
+      w.moe?.gateUp.forEach((g, e) => span = Math.max(span, g.length + w.moe!.down[e].length));
+    }
+    const direct = openDirect(this.#file.path);
+    try {
+      const slotBytes = span + 2 * direct.alignment;
+      const inFlight = window * Math.min(moe.experts, batch * moe.topK);
+      const slots = inFlight + Math.floor(cacheMiB * 2 ** 20 / slotBytes);
+      if (slots > 4096) {
+        throw new RangeError(
+          `model: the disk tier needs ${slots} staging slots, more than 4096 (lower the batch or the cache)`,
+        );
+      }
+      this.#stage = createStage(direct, slotBytes, slots);
+    } catch (error) {
+      direct.close();
+      throw error;
+    }
+    this.#direct = direct;
+    const spans = layers.map((w, l) => {
+      if (w.moe === undefined) return -1;
+      const bank = this.#file.file.experts.get(l)!;
+      const table = new BigUint64Array(bank.spans.length * 2);
+      bank.spans.forEach((x, e) => {
+        table[2 * e] = BigInt(x.offset);
+        table[2 * e + 1] = BigInt(x.length);
+      });
+      const at = L.take(table.byteLength);
+      vectors.push([at, new Float32Array(table.buffer)]);
+      return at;
+    });
+    const xBytes = quantized ? actRowBytes(c.hidden) : c.hidden * 4;
+    return {
+      stage: this.#stage,
+      staged,
+      spans,
+      sel: Array.from({ length: window }, () => L.rows(12 * moe.topK, batch)),
+      x: Array.from({ length: window }, () => L.rows(xBytes, batch)),
+    };
+  }
+
+  /**
+   * The disk expert tier's counters since load: experts found in a staging
+   * slot (hits) or read (misses), bytes read, and milliseconds spent
+   * waiting for reads; undefined without the disk tier.
+   *
+   * @example
+   * ```ts ignore
+   * console.log(model.expertTierStats?.stallMs);
+   * ```
+   */
+  get expertTierStats():
+    | { hits: number; misses: number; bytesRead: number; stallMs: number; direct: boolean }
+    | undefined {
+    if (this.#stage === undefined) return undefined;
+    const st = this.#stage.stats();
+    return {
+      hits: st.hits,
+      misses: st.misses,
+      bytesRead: st.bytesRead,
+      stallMs: st.stallNs / 1e6,
+      direct: this.#direct!.direct,
+    };
+  }
+
+  /**
+   * Milliseconds of each pass of the last run (the wall time between the
+   * end of the previous pass, or the embedding, and its end, waits for
+   * staged expert reads included), from timestamps the plan takes.
+   *
+   * @example
+   * ```ts ignore
+   * model.forward(1, 0);
+   * console.log(model.passTimes());
+   * ```
+   */
+  passTimes(): number[] {
+    const n = this.schedule.steps.length + 1;
+    const bytes = new Uint8Array(8 * n);
+    this.#workspace.read(this.#times, bytes.length, bytes);
+    const v = new BigUint64Array(bytes.buffer);
+    return Array.from({ length: n - 1 }, (_, i) => Number(v[i + 1] - v[i]) / 1e6);
   }
 
   /** Maps, validates and prepares a `.cflow` or `.vflow` file. */
@@ -536,6 +694,7 @@ export class Transformer {
       ones?: number;
       kvType: number;
     },
+    disk?: DiskTier,
   ): Plan {
     const b = new PlanBuilder();
     const sched = this.schedule;
@@ -621,26 +780,28 @@ export class Transformer {
       if (w.postFfnNorm !== undefined) b.rmsNorm(out, w.postFfnNorm, out, c.hidden, c.eps);
     };
 
-    /** out = MoE(N_moe(input)) of layer l: the selected experts only (+ the shared expert). */
-    const experts = (l: number, input: Buf, out: Buf) => {
+    /**
+     * out = MoE(N_moe(input)) of layer l: the shared expert (if any), then
+     * only the selected experts. With the disk tier the selection and the
+     * input are kept in saved buffer `saved` and the experts fetched; unless
+     * `defer`, they are also computed here (else by `finishExperts` at the
+     * injection pass, from the same saved inputs, so with the same result).
+     */
+    const experts = (l: number, input: Buf, out: Buf, saved = 0, defer = false) => {
       const m = layers[l].moe!;
       const moe = c.moe!;
+      const sel = disk ? disk.sel[saved] : s.sel;
       b.rmsNorm(input, m.norm, s.xb, c.hidden, c.eps);
-      b.route(s.xb, m.router, c.hidden, moe.experts, moe.topK, moe.renormalize, s.sel);
-      const xq = quantized(m.down[0]) ? s.xq : s.xb;
-      if (xq === s.xq) b.quantize(s.xb, pad(c.hidden), s.xq);
+      b.route(s.xb, m.router, c.hidden, moe.experts, moe.topK, moe.renormalize, sel);
+      const quant = quantized(m.down[0]);
+      if (disk) {
+        if (quant) b.quantize(s.xb, pad(c.hidden), disk.x[saved]);
+        else b.lincomb(disk.x[saved], disk.x[saved], s.xb, c.hidden, 0, 1);
+        b.fetch(disk.stage, l, moe.experts, moe.topK, sel, disk.spans[l]);
+      } else if (quant) {
+        b.quantize(s.xb, pad(c.hidden), s.xq);
+      }
       b.lincomb(out, out, out, c.hidden, 0, 0);
-      b.moe({
-        gateUp: m.gateUp,
-        down: m.down,
-        topK: moe.topK,
-        sel: s.sel,
-        x: xq,
-        act,
-        scratch: s.moeScratch,
-        out,
-        counter: m.counter,
-      });
       if (m.shared !== undefined) {
         const sh = m.shared;
         project(sh.gateUp, s.xb, c.hidden, s.xq, s.gateUp);
@@ -649,12 +810,56 @@ export class Transformer {
         b.gateScale(s.shared, c.hidden, sh.gate, s.xb, c.hidden);
         b.add(out, s.shared, c.hidden);
       }
+      if (!defer) finishExperts(l, out, saved);
+    };
+    /** out += the selected experts of layer l (from saved buffer `saved` with the disk tier). */
+    const finishExperts = (l: number, out: Buf, saved: number) => {
+      const m = layers[l].moe!;
+      const moe = c.moe!;
+      if (disk) {
+        b.moeStaged({
+          stage: disk.stage,
+          gateUp: m.gateUp[0],
+          down: m.down[0],
+          nExperts: moe.experts,
+          topK: moe.topK,
+          sel: disk.sel[saved],
+          x: disk.x[saved],
+          act,
+          scratch: s.moeScratch,
+          out,
+          counter: m.counter,
+        });
+        return;
+      }
+      b.moe({
+        gateUp: m.gateUp,
+        down: m.down,
+        topK: moe.topK,
+        sel: s.sel,
+        x: quantized(m.down[0]) ? s.xq : s.xb,
+        act,
+        scratch: s.moeScratch,
+        out,
+        counter: m.counter,
+      });
     };
 
     const mod = (i: number, n: number) => ((i % n) + n) % n;
     /** Where the expert output of pass `step` waits until it is injected. */
     const queued = (step: number) =>
       s.queue.length === 0 ? s.e : s.queue[mod(step + c.pipeline!.expertDelay, s.queue.length)];
+    /** The disk tier's saved selection and input of pass `step`. */
+    const savedOf = (step: number) =>
+      disk === undefined || disk.sel.length === 1
+        ? 0
+        : mod(step + c.pipeline!.expertDelay, disk.sel.length);
+    const staged = disk?.staged ?? false;
+    /** Adds the expert output of pass `from` (computed here when staged) into `into`. */
+    const inject = (from: number, into: Buf) => {
+      if (staged) finishExperts(sched.steps[from].layer, queued(from), savedOf(from));
+      b.add(into, queued(from), c.hidden);
+    };
     const residual = (r: StreamRead, xIn: Buf): Buf => {
       if ("residualOf" in r) return s.ring[mod(r.residualOf, s.ring.length)];
       if (r.stream === "s_f" || r.stream === "xfm_reg") return s.xf;
@@ -664,6 +869,7 @@ export class Transformer {
     // 1. Token embedding (scaled by sqrt(d) when the header says so).
     b.section("embedding");
     b.embed(embd, s.x, c.embedScale);
+    b.timestamp(this.#times);
     if (sched.ringSlots > 0) copy(s.ring[mod(-1, s.ring.length)], s.x);
     if (sched.style === COMBINE_STYLE.DECOUPLED_STREAMS) copy(s.xf, s.x);
     if (sched.style === COMBINE_STYLE.PIPELINE_REGISTERS) copy(s.xf, s.x);
@@ -704,7 +910,8 @@ export class Transformer {
           if (
             step.experts && "stream" in step.experts.input && step.experts.input.stream === "x_in"
           ) {
-            experts(l, s.x, queued(step.step)); // AsyncExperts: routed before attention
+            // AsyncExperts: routed before attention.
+            experts(l, s.x, queued(step.step), savedOf(step.step), staged);
           }
           attention(l, step.step, s.x, s.x); // s.x is x_mid from here
           b.section(`layer ${step.step} ffn`);
@@ -713,7 +920,7 @@ export class Transformer {
             step.experts &&
             !("stream" in step.experts.input && step.experts.input.stream === "x_in")
           ) {
-            experts(l, s.x, queued(step.step));
+            experts(l, s.x, queued(step.step), savedOf(step.step), staged);
           }
           if (sched.style === COMBINE_STYLE.PARALLEL_SQRT2) {
             const r = Math.fround(1 / Math.SQRT2);
@@ -722,17 +929,18 @@ export class Transformer {
             b.add(s.x, s.d, c.hidden);
           } else {
             if (step.dense) b.add(s.x, s.d, c.hidden);
-            for (const from of step.injects) b.add(s.x, queued(from), c.hidden);
+            for (const from of step.injects) inject(from, s.x);
           }
           if (sched.ringSlots > 0) copy(s.ring[mod(step.step, s.ring.length)], s.x);
         }
       }
+      b.timestamp(this.#times + 8 * (step.step + 1));
     }
     // 3. Expert outputs still pending after the last layer.
     const final = sched.output === "xfm_reg" ? s.xf : s.x;
     if (sched.flush.length > 0) {
       b.section("flush");
-      for (const from of sched.flush) b.add(final, queued(from), c.hidden);
+      for (const from of sched.flush) inject(from, final);
     }
     // 4. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
     const last = { lastOnly: true };
@@ -1272,6 +1480,8 @@ export class Transformer {
   /** Frees the plan, the workspace and the packed weights, and unmaps the file. */
   close(): void {
     this.#plan.close();
+    this.#stage?.close();
+    this.#direct?.close();
     this.#workspace.close();
     this.#packedBuffer?.close();
     this.#packedBuffer = undefined;

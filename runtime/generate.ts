@@ -112,7 +112,15 @@ export interface GenerationStats {
     decodePerToken: number;
     decodePerLayerPerToken: number[];
     bankPerLayer: readonly number[];
+    /**
+     * The disk tier, over the decode: bytes read from the file per token,
+     * milliseconds per token spent waiting for reads, the share of selected
+     * experts found in a staging slot, and whether reads were direct.
+     */
+    tier?: { readBytesPerToken: number; stallMsPerToken: number; hitRate: number; direct: boolean };
   };
+  /** Milliseconds per decoded token of each pass (layer) of the schedule, waits included. */
+  passMsPerToken?: number[];
 }
 
 /**
@@ -251,6 +259,8 @@ export async function* generate(
   const prefillExperts = model.expertBytes.perLayer.reduce((a, n) => a + n, 0);
   const decodeExperts = new Array<number>(model.config.layers).fill(0);
   let decodeSteps = 0;
+  const passMs = new Array<number>(model.schedule.steps.length).fill(0);
+  const tierStart = model.expertTierStats;
   const utf8 = new Utf8Stream();
   const stops = new StopMatcher(options.stop ?? []);
   let pos = prompt.length;
@@ -285,6 +295,7 @@ export async function* generate(
       break;
     }
     logits = model.forward(id, pos++);
+    model.passTimes().forEach((ms, i) => passMs[i] += ms);
     if (moe) {
       model.expertBytes.perLayer.forEach((n, l) => decodeExperts[l] += n);
       decodeSteps++;
@@ -311,8 +322,25 @@ export async function* generate(
         decodePerToken: decodeExperts.reduce((a, n) => a + n, 0) / Math.max(decodeSteps, 1),
         decodePerLayerPerToken: decodeExperts.map((n) => n / Math.max(decodeSteps, 1)),
         bankPerLayer: model.expertBankBytes,
+        tier: tierOf(tierStart, model.expertTierStats, decodeSteps),
       }
       : undefined,
+    passMsPerToken: generated > 1 ? passMs.map((ms) => ms / (generated - 1)) : undefined,
+  };
+}
+
+type TierStats = Transformer["expertTierStats"];
+
+/** The disk tier's counters over the decode, per token. */
+function tierOf(start: TierStats, end: TierStats, steps: number) {
+  if (start === undefined || end === undefined) return undefined;
+  const n = Math.max(steps, 1);
+  const lookups = end.hits + end.misses - start.hits - start.misses;
+  return {
+    readBytesPerToken: (end.bytesRead - start.bytesRead) / n,
+    stallMsPerToken: (end.stallMs - start.stallMs) / n,
+    hitRate: lookups > 0 ? (end.hits - start.hits) / lookups : 0,
+    direct: end.direct,
   };
 }
 

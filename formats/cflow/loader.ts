@@ -40,6 +40,11 @@ export class LoadedTiledFile {
     this.zeroCopy = zeroCopy;
   }
 
+  /** The path the file was loaded from. */
+  get path(): string {
+    return this.#mapped.path;
+  }
+
   /** Bytes [offset, offset + length) of the file (a view when zero-copy). */
   bytes(offset: number, length: number): Uint8Array {
     if (

@@ -26,6 +26,8 @@ const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 /// allocator in linear memory in the wasm32 build.
 const plan_allocator = if (is_wasm) std.heap.wasm_allocator else std.heap.c_allocator;
 const Table = @import("table.zig").Table;
+/// Direct reads into staging slots (the disk expert tier); native only.
+const io = if (is_wasm) struct {} else @import("io.zig");
 
 /// A flag a job sets through its context's const pointer. In the wasm32
 /// build (single-threaded) atomics become plain loads and stores, which the
@@ -109,6 +111,25 @@ pub const Op = enum(u32) {
     /// out = alpha a + beta b; with alpha 0, a is not read; with both 0,
     /// neither is (out = 0).
     lincomb = 16,
+    /// slot: the monotonic clock in nanoseconds, as a u64 at `slot` (8-byte
+    /// aligned): marks between sections, so that one run reports where its
+    /// time went without a call per section.
+    timestamp = 17,
+    /// stage, layer, n_experts, top_k, sel, sel_stride, spans: for every
+    /// row's selected experts (a `route` selection row of top_k ids, top_k
+    /// weights, then top_k slot words this op fills), pins expert e of
+    /// `layer` in a slot of the staging area `stage`, starting its read from
+    /// the file range spans[e] (n_experts pairs of u64 offset, length in the
+    /// workspace) unless it is cached. Returns at once: the reads run while
+    /// the following operations do.
+    fetch = 18,
+    /// stage, template, n_experts, top_k, sel, sel_stride, x, x_stride, act,
+    /// scratch, scratch_stride, out, out_stride, counter: `moe` over the
+    /// experts a `fetch` pinned, reading each expert's tiles from its slot
+    /// (laid out as runs `template` (gate/up) and `template + 1` (down),
+    /// whose own bytes are not read) after waiting for its read; then
+    /// unpins them. The bytes of the experts used are added to `counter`.
+    moe_staged = 19,
     _,
 };
 
@@ -144,6 +165,18 @@ const Plan = struct {
     max_tokens: u32 = 0,
     context: u32 = 0,
     vocab: u32 = 0,
+    /// The staging area the fetch/moe_staged operations use (0: none),
+    /// pinned while the plan exists, and per slot what this plan holds in it.
+    stage: i32 = 0,
+    held: []Held = &.{},
+};
+
+/// A staging slot's pins taken by this plan's fetches and not yet released,
+/// and where the fetched expert's bytes are.
+const Held = struct {
+    pins: u32 = 0,
+    data: [*]const u8 = undefined,
+    len: usize = 0,
 };
 
 var plans: [max_plans]Plan = [_]Plan{.{}} ** max_plans;
@@ -158,7 +191,7 @@ pub const Env = struct {
     run: *const fn (job: pool_mod.Job) void,
 };
 
-const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed };
+const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed, Io };
 
 pub fn statusOf(e: Error) i32 {
     return switch (e) {
@@ -173,6 +206,7 @@ pub fn statusOf(e: Error) i32 {
         error.Limit => Status.limit.code(),
         error.Nonfinite => Status.nonfinite.code(),
         error.Changed => Status.changed.code(),
+        error.Io => abi.io_base - 5, // EIO: a staged expert read failed
     };
 }
 
@@ -289,7 +323,32 @@ fn isQuant(kind: RunKind) bool {
     return kind != .tiles_f32;
 }
 
-fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *u32) Error!void {
+/// The staging area a plan's operations name: pinned at the first one.
+const StageUse = struct {
+    handle: i32 = 0,
+    slots: usize = 0,
+
+    fn use(self: *StageUse, raw: u32) Error!void {
+        if (is_wasm) return error.InvalidArg;
+        const h: i32 = @bitCast(raw);
+        if (self.handle != 0) {
+            if (h != self.handle) return error.InvalidArg; // one staging area per plan
+            return;
+        }
+        var info: io.StageInfo = undefined;
+        io.pin(h, &info) catch return error.Handle;
+        self.handle = h;
+        self.slots = @intCast(info.n_slots);
+    }
+
+    fn release(self: *StageUse) void {
+        if (is_wasm) return;
+        if (self.handle != 0) io.unpin(self.handle);
+        self.handle = 0;
+    }
+};
+
+fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *u32, stage: *StageUse) Error!void {
     const op = std.meta.intToEnum(Op, w[0]) catch return error.InvalidArg;
     if (w[1] > 1) return error.InvalidArg;
     const a = w[2..];
@@ -432,6 +491,39 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             try c.one(a[3], n_x * 4);
             try c.buf(a[4], a[5], n_x * 4);
         },
+        .timestamp => {
+            if (a[0] % 8 != 0) return error.Alignment;
+            try c.one(a[0], 8);
+        },
+        .fetch => {
+            const n_exp = a[2];
+            const top_k = a[3];
+            if (n_exp == 0 or n_exp > max_experts or top_k == 0 or top_k > n_exp) return error.InvalidArg;
+            try stage.use(a[0]);
+            try c.buf(a[4], a[5], @as(usize, top_k) * 12);
+            if (a[6] % 8 != 0) return error.Alignment;
+            try c.one(a[6], @as(usize, n_exp) * 16);
+        },
+        .moe_staged => {
+            const top_k = a[3];
+            if (a[2] == 0 or a[2] > max_experts or top_k == 0 or top_k > a[2] or a[8] > 1) return error.InvalidArg;
+            try stage.use(a[0]);
+            if (try add(a[1], 2) > runs.len) return error.Range;
+            const g = &runs[a[1]];
+            const d = &runs[a[1] + 1];
+            if (g.layout.n_members != 2 or g.layout.rows[0] != g.layout.rows[1] or d.kind != g.kind) return error.InvalidArg;
+            if (d.layout.n_members != 1 or d.layout.cols != g.layout.rows[0] or d.layout.rows[0] != g.layout.cols) return error.InvalidArg;
+            if (g.kind == .packed_q4_0 or g.kind == .packed_q8_0) return error.InvalidArg;
+            const hidden = g.layout.cols;
+            const quant = isQuant(g.kind);
+            try c.buf(a[4], a[5], @as(usize, top_k) * 12);
+            try c.buf(a[6], a[7], if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4);
+            if (a[10] % 64 != 0 or a[9] % 64 != 0) return error.Alignment;
+            try c.buf(a[9], a[10], MoeScratch.of(hidden, g.layout.rows[0], quant).bytes);
+            try c.buf(a[11], a[12], hidden * 4);
+            if (a[13] % 8 != 0) return error.Alignment;
+            try c.one(a[13], 8);
+        },
         .lincomb => {
             const n = try dim(a[6]);
             try c.buf(a[0], a[1], n * 4);
@@ -516,10 +608,15 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
     errdefer memory.unpin(ws_handle);
     const checker = Checker{ .ws_len = view.len, .max_tokens = max_tokens };
     var vocab: u32 = 0;
+    var stage = StageUse{};
+    errdefer stage.release();
     for (0..ops_in.len / op_words) |i| {
         where.* = .{ 2, @intCast(i) };
-        try checkOp(checker, ops_in[i * op_words ..][0..op_words], runs, context, &vocab);
+        try checkOp(checker, ops_in[i * op_words ..][0..op_words], runs, context, &vocab, &stage);
     }
+    const held = gpa.alloc(Held, stage.slots) catch return error.NoMemory;
+    errdefer gpa.free(held);
+    @memset(held, .{});
     where.* = .{ 0, 0 };
     const ops = gpa.dupe(u32, ops_in) catch return error.NoMemory;
     errdefer gpa.free(ops);
@@ -551,6 +648,8 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
             .max_tokens = max_tokens,
             .context = context,
             .vocab = vocab,
+            .stage = stage.handle,
+            .held = held,
         };
         return @intCast((generation << index_bits) | @as(u32, @intCast(index)));
     }
@@ -571,6 +670,9 @@ pub fn destroy(handle: i32) i32 {
     defer plans_lock.unlock();
     const p = lookup(handle) orelse return Status.handle.code();
     if (p.busy.load(.acquire)) return Status.busy.code();
+    releaseHeld(p);
+    if (!is_wasm and p.stage != 0) io.unpin(p.stage);
+    plan_allocator.free(p.held);
     for (p.runs) |*r| memory.unpin(r.handle);
     memory.unpin(p.ws_handle);
     plan_allocator.free(p.runs);
@@ -615,12 +717,31 @@ pub fn runOps(env: Env, handle: i32, tokens: []const u32, pos: u32, first: u32, 
     const end: usize = @min(@as(usize, last), n_ops);
     if (first > end) return Status.range.code();
     const ex = Exec{ .env = env, .p = p, .tokens = tokens, .pos = pos };
+    // Staging pins live from a fetch to its moe_staged, possibly across the
+    // calls of a run made section by section; a run that starts over, ends,
+    // fails or is cancelled gives back whatever its fetches still hold.
+    if (first == 0) releaseHeld(p);
     var i: usize = @as(usize, first) * op_words;
     while (i < end * op_words) : (i += op_words) {
-        if (p.cancel.load(.acquire) != 0) return Status.cancelled.code();
-        ex.op(p.ops[i..][0..op_words]) catch |e| return statusOf(e);
+        if (p.cancel.load(.acquire) != 0) {
+            releaseHeld(p);
+            return Status.cancelled.code();
+        }
+        ex.op(p.ops[i..][0..op_words]) catch |e| {
+            releaseHeld(p);
+            return statusOf(e);
+        };
     }
+    if (end == n_ops) releaseHeld(p);
     return Status.ok.code();
+}
+
+/// Unpins every staging slot the plan's fetches still hold.
+fn releaseHeld(p: *Plan) void {
+    if (is_wasm) return;
+    for (p.held, 0..) |*h, slot| {
+        while (h.pins > 0) : (h.pins -= 1) io.release(p.stage, @intCast(slot));
+    }
 }
 
 /// Sets (1) or clears (0) a plan's cancel flag. Safe from any thread while
@@ -661,6 +782,13 @@ const Exec = struct {
         switch (@as(Op, @enumFromInt(w[0]))) {
             .matmul => return self.matmul(w[2..], row0, rows),
             .moe => return self.moe(w[2..], row0, rows),
+            .fetch => return self.fetch(w[2..], row0, rows),
+            .moe_staged => return self.moeStaged(w[2..], row0, rows),
+            .timestamp => {
+                const now: u64 = monotonicNs();
+                std.mem.writeInt(u64, (self.p.ws + w[2])[0..8], now, .little);
+                return;
+            },
             .attention => {
                 const n_kv = w[2 + 6];
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows, .chunk = 1 });
@@ -703,6 +831,118 @@ const Exec = struct {
                 self.env.run(.{ .run = MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
             },
         }
+    }
+
+    /// Pins each row's selected experts in staging slots, starting the
+    /// reads of those not cached; writes the slot indices after the weights.
+    fn fetch(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
+        if (is_wasm) return error.InvalidArg;
+        const top_k = a[3];
+        const p = self.p;
+        for (row0..row0 + rows) |t| {
+            const sel = self.bytesAt(a[4], a[5], t);
+            for (0..top_k) |j| {
+                const e = std.mem.readInt(u32, sel[j * 4 ..][0..4], .little);
+                if (e >= a[2]) return error.Range;
+                const span = self.p.ws + a[6] + @as(usize, e) * 16;
+                const off = std.mem.readInt(u64, span[0..8], .little);
+                const len = std.mem.readInt(u64, span[8..16], .little);
+                var slot: io.Slot = undefined;
+                io.acquire(p.stage, a[1], e, off, @intCast(len), &slot) catch |err| return switch (err) {
+                    error.Limit => error.Limit,
+                    error.Range => error.Range,
+                    error.Length => error.Length,
+                    error.Handle => error.Handle,
+                    error.NoMemory => error.NoMemory,
+                    error.Busy => error.Busy,
+                    else => error.InvalidArg,
+                };
+                const h = &p.held[slot.index];
+                h.pins += 1;
+                h.data = slot.data;
+                h.len = slot.length;
+                std.mem.writeInt(u32, sel[(2 * top_k + j) * 4 ..][0..4], slot.index, .little);
+            }
+        }
+    }
+
+    /// `moe` over staged experts: per expert chosen by any row, wait for its
+    /// slot, run its tiles from there, and release every pin at the end.
+    fn moeStaged(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
+        if (is_wasm) return error.InvalidArg;
+        const p = self.p;
+        const n_exp = a[2];
+        const top_k = a[3];
+        const gt = &p.runs[a[1]];
+        const dt = &p.runs[a[1] + 1];
+        const hidden = gt.layout.cols;
+        const effn = gt.layout.rows[0];
+        const quant = isQuant(gt.kind);
+        const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
+        const sl = MoeScratch.of(hidden, effn, quant);
+        const ss: usize = a[10];
+        const scratch = p.ws + a[9];
+        const k = self.env.t;
+        var members: [max_batch]u32 = undefined;
+        var weights: [max_batch]f32 = undefined;
+        var used: u64 = 0;
+        for (0..n_exp) |e| {
+            var n: usize = 0;
+            var slot: u32 = std.math.maxInt(u32);
+            for (row0..row0 + rows) |t| {
+                const sel = self.bytesAt(a[4], a[5], t);
+                for (0..top_k) |j| {
+                    if (std.mem.readInt(u32, sel[j * 4 ..][0..4], .little) != e) continue;
+                    members[n] = @intCast(t);
+                    weights[n] = @bitCast(std.mem.readInt(u32, sel[(top_k + j) * 4 ..][0..4], .little));
+                    slot = std.mem.readInt(u32, sel[(2 * top_k + j) * 4 ..][0..4], .little);
+                    n += 1;
+                }
+            }
+            if (n == 0) continue;
+            if (slot >= p.held.len or p.held[slot].pins == 0) return error.InvalidArg;
+            const h = &p.held[slot];
+            if (h.len != gt.len + dt.len) return error.Length;
+            // A truncated or rewritten file reads as changed/range; any other
+            // failure of the read is an I/O error.
+            const st = io.readStatus(p.stage, slot);
+            if (st == Status.changed.code()) return error.Changed;
+            if (st == Status.range.code()) return error.Range;
+            if (st != 0) return error.Io;
+            var gr = gt.*;
+            gr.base = h.data;
+            var dr = dt.*;
+            dr.base = h.data + gt.len;
+            used += h.len;
+            for (0..n) |i| @memcpy((scratch + i * ss + sl.xg)[0..x_bytes], self.bytesAt(a[6], a[7], members[i])[0..x_bytes]);
+            self.matmulRows(&gr, scratch + sl.xg, ss, @ptrCast(@alignCast(scratch + sl.gu)), ss / 4, n);
+            for (0..n) |i| {
+                const row = scratch + i * ss;
+                const gu: [*]f32 = @ptrCast(@alignCast(row + sl.gu));
+                const hb: [*]f32 = @ptrCast(@alignCast(row + sl.hb));
+                if (a[8] == 0) k.silu_mul(gu, gu + effn, hb, effn) else k.gelu_mul(gu, gu + effn, hb, effn);
+                if (quant and !quantizeRow(k, hb[0..effn], row + sl.hq)) return error.Nonfinite;
+            }
+            self.matmulRows(&dr, scratch + (if (quant) sl.hq else sl.hb), ss, @ptrCast(@alignCast(scratch + sl.y)), ss / 4, n);
+            for (0..n) |i| {
+                const y: [*]const f32 = @ptrCast(@alignCast(scratch + i * ss + sl.y));
+                const out = self.f32s(a[11], a[12], members[i], hidden);
+                for (out, 0..) |*o, col| o.* += weights[i] * y[col];
+            }
+        }
+        // Unpin what the matching fetch pinned: one pin per row and choice.
+        for (row0..row0 + rows) |t| {
+            const sel = self.bytesAt(a[4], a[5], t);
+            for (0..top_k) |j| {
+                const slot = std.mem.readInt(u32, sel[(2 * top_k + j) * 4 ..][0..4], .little);
+                if (slot >= p.held.len or p.held[slot].pins == 0) return error.InvalidArg;
+                p.held[slot].pins -= 1;
+                io.release(p.stage, slot);
+            }
+        }
+        const counter = p.ws + a[13];
+        const before = std.mem.readInt(u64, counter[0..8], .little);
+        std.mem.writeInt(u64, counter[0..8], before +% used, .little);
     }
 
     /// The selected experts of every row: per expert, the rows that chose
@@ -779,6 +1019,13 @@ fn quantizeRow(k: *const Table, x: []const f32, q: [*]u8) bool {
         std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
     }
     return true;
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (0 in the wasm build, which has no clock).
+fn monotonicNs() u64 {
+    if (is_wasm) return 0;
+    const ts = std.posix.clock_gettime(std.posix.CLOCK.MONOTONIC) catch return 0;
+    return @as(u64, @intCast(ts.sec)) * std.time.ns_per_s + @as(u64, @intCast(ts.nsec));
 }
 
 /// e^x as the kernels compute it (glibc's expf natively, its port in wasm).
@@ -1023,7 +1270,7 @@ const RowCtx = struct {
                     for (out, av, b) |*o, x, bv| o.* = alpha * x + beta * bv;
                 }
             },
-            .matmul, .attention, .moe => unreachable,
+            .matmul, .attention, .moe, .timestamp, .fetch, .moe_staged => unreachable,
             _ => unreachable,
         }
     }
