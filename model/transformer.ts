@@ -554,7 +554,9 @@ export class Transformer {
     if (tier === "mmap" || c.moe === null) return undefined;
     const moe = c.moe;
     const staged = fetch === "staged" && schedule.queueSlots > 0;
-    const window = staged ? schedule.queueSlots : 1;
+    // As many slots in both modes (the staged window's), so that sync and
+    // staged differ only in when they wait, not in what stays cached.
+    const window = Math.max(1, schedule.queueSlots);
     let span = 0;
     for (const w of layers) {
       w.moe?.gateUp.forEach((g, e) => span = Math.max(span, g.length + w.moe!.down[e].length));
@@ -592,8 +594,8 @@ export class Transformer {
       stage: this.#stage,
       staged,
       spans,
-      sel: Array.from({ length: window }, () => L.rows(12 * moe.topK, batch)),
-      x: Array.from({ length: window }, () => L.rows(xBytes, batch)),
+      sel: Array.from({ length: staged ? window : 1 }, () => L.rows(12 * moe.topK, batch)),
+      x: Array.from({ length: staged ? window : 1 }, () => L.rows(xBytes, batch)),
     };
   }
 
@@ -915,13 +917,16 @@ export class Transformer {
           }
           attention(l, step.step, s.x, s.x); // s.x is x_mid from here
           b.section(`layer ${step.step} ffn`);
-          if (step.dense) dense(l, residual(step.dense, s.x), s.d);
+          // Route (and with the disk tier start the reads) before the dense
+          // FFN: the two read different inputs into different buffers, and
+          // routing first gives the reads the dense FFN's time as well.
           if (
             step.experts &&
             !("stream" in step.experts.input && step.experts.input.stream === "x_in")
           ) {
             experts(l, s.x, queued(step.step), savedOf(step.step), staged);
           }
+          if (step.dense) dense(l, residual(step.dense, s.x), s.d);
           if (sched.style === COMBINE_STYLE.PARALLEL_SQRT2) {
             const r = Math.fround(1 / Math.SQRT2);
             if (step.dense) b.lincomb(s.d, s.d, s.e, c.hidden, r, r);
