@@ -55,6 +55,12 @@ export interface KernelOptions {
   threads?: number;
   /** CPU features to treat as absent (to exercise lower variants). */
   disable?: readonly CpuFeature[];
+  /**
+   * The explicit prefetch thread (report claim 6; env `CFLOW_PREFETCH=1`):
+   * plans post the next matrix and the next selected expert to a thread
+   * that touches them with PREFETCHT0. Off by default.
+   */
+  prefetch?: boolean;
 }
 
 /**
@@ -88,6 +94,13 @@ export function kernelOptionsFromEnv(
   if (threads !== undefined) options.threads = parseThreads(threads, "CFLOW_THREADS");
   const disable = get("CFLOW_CPU_DISABLE");
   if (disable !== undefined) options.disable = parseFeatures(disable, "CFLOW_CPU_DISABLE");
+  const prefetch = get("CFLOW_PREFETCH");
+  if (prefetch !== undefined) {
+    if (prefetch !== "0" && prefetch !== "1") {
+      throw new RangeError(`CFLOW_PREFETCH: "${prefetch}" is not 0 or 1`);
+    }
+    options.prefetch = prefetch === "1";
+  }
   return options;
 }
 
@@ -246,6 +259,7 @@ export class Kernels {
     threads: "default",
   };
   #disabled: readonly CpuFeature[] = [];
+  #prefetch = false;
   readonly #one = new Float32Array(1);
   readonly #u64 = new BigUint64Array(1);
 
@@ -287,6 +301,12 @@ export class Kernels {
       );
     }
     if (rc < 0) throw new KernelError("cf_init", rc);
+    const prefetch = options.prefetch ?? env.prefetch ?? false;
+    if (this.backend !== "wasm") {
+      const p = this.#s.cf_set_prefetch(prefetch ? 1 : 0);
+      if (p !== STATUS.OK) throw new KernelError("cf_set_prefetch", p);
+    }
+    this.#prefetch = prefetch;
     this.#disabled = [...disable];
     this.#sources = {
       variant: options.variant !== undefined
@@ -322,6 +342,11 @@ export class Kernels {
   /** Features disabled by configuration. */
   get disabledFeatures(): readonly CpuFeature[] {
     return this.#disabled;
+  }
+
+  /** Whether the explicit prefetch thread is on ({@link KernelOptions.prefetch}). */
+  get prefetch(): boolean {
+    return this.#prefetch;
   }
 
   /** Compiler, mode and target the library was built with. */

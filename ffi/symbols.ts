@@ -32,6 +32,8 @@ export const symbols = {
   cf_variant_supported: { parameters: ["u32", "u64"], result: "i32" },
   // uint64_t cf_peak_rss(void)
   cf_peak_rss: { parameters: [], result: "u64" },
+  // int32_t cf_set_prefetch(uint32_t on)
+  cf_set_prefetch: { parameters: ["u32"], result: "i32" },
   // int32_t cf_memory_usage(uint64_t *out, size_t out_len): RSS, PSS, Pss_File, Pss_Anon
   cf_memory_usage: { parameters: ["buffer", "usize"], result: "i32" },
   // uint32_t cf_physical_cores(void)

@@ -146,3 +146,22 @@ Deno.test("disk tier: a model file truncated mid-generation stops with a clear e
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("explicit prefetch (CFLOW_PREFETCH) changes no result", async () => {
+  await Deno.mkdir(`${ROOT}cache`, { recursive: true });
+  const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "disk-tier-" });
+  try {
+    const path = await convert("mixtral", dir);
+    const off = greedy(path, {});
+    openKernels({ threads: 2, prefetch: true });
+    try {
+      assert.equal(openKernels().prefetch, true);
+      assert.deepEqual(greedy(path, {}), off);
+      assert.deepEqual(greedy(path, { packed: false }), off);
+    } finally {
+      openKernels({ threads: 2, prefetch: false });
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

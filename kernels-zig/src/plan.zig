@@ -28,6 +28,7 @@ const plan_allocator = if (is_wasm) std.heap.wasm_allocator else std.heap.c_allo
 const Table = @import("table.zig").Table;
 /// Direct reads into staging slots (the disk expert tier); native only.
 const io = if (is_wasm) struct {} else @import("io.zig");
+const prefetch = if (is_wasm) struct {} else @import("prefetch.zig");
 
 /// A flag a job sets through its context's const pointer. In the wasm32
 /// build (single-threaded) atomics become plain loads and stores, which the
@@ -802,7 +803,22 @@ const Exec = struct {
 
     fn matmul(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
         const r = &self.p.runs[a[0]];
+        if (!is_wasm and prefetch.isEnabled()) self.prefetchNext(a);
         self.matmulRows(r, self.p.ws + a[1] + a[2] * row0, a[2], @ptrCast(@alignCast(self.p.ws + a[3] + a[4] * row0)), a[4] / 4, rows);
+    }
+
+    /// Posts the weights of the next matmul after this one (`a` is this
+    /// operation's argument words) to the prefetch thread.
+    fn prefetchNext(self: *const Exec, a: []const u32) void {
+        const p = self.p;
+        const at = (@intFromPtr(a.ptr) - @intFromPtr(p.ops.ptr)) / @sizeOf(u32) - 2;
+        var i = at + op_words;
+        while (i < p.ops.len) : (i += op_words) {
+            if (p.ops[i] != @intFromEnum(Op.matmul)) continue;
+            const r = &p.runs[p.ops[i + 2]];
+            prefetch.post(r.base, r.len);
+            return;
+        }
     }
 
     /// y = W in for `rows` rows of `in` (ActRows or f32), on the pool.
@@ -831,6 +847,26 @@ const Exec = struct {
                 self.env.run(.{ .run = MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
             },
         }
+    }
+
+    /// Posts the next expert after `e` that a row of the batch chose (its
+    /// gate/up and down are one span of the bank) to the prefetch thread.
+    fn prefetchExpert(self: *const Exec, a: []const u32, e: usize, row0: usize, rows: usize) void {
+        var next: u32 = std.math.maxInt(u32);
+        for (row0..row0 + rows) |t| {
+            const sel = self.bytesAt(a[4], a[5], t);
+            for (0..a[3]) |j| {
+                const id = std.mem.readInt(u32, sel[j * 4 ..][0..4], .little);
+                if (id > e and id < a[2] and id < next) next = id;
+            }
+        }
+        if (next == std.math.maxInt(u32)) return;
+        const g = &self.p.runs[a[0] + next];
+        const d = &self.p.runs[a[1] + next];
+        // One range when down follows gate/up, as in the bank (a new post
+        // replaces the one in progress).
+        const contiguous = @intFromPtr(d.base) == @intFromPtr(g.base) + g.len;
+        prefetch.post(g.base, if (contiguous) g.len + d.len else g.len);
     }
 
     /// Pins each row's selected experts in staging slots, starting the
@@ -981,6 +1017,7 @@ const Exec = struct {
             const gr = &self.p.runs[a[0] + e];
             const dr = &self.p.runs[a[1] + e];
             read += gr.len + dr.len;
+            if (!is_wasm and prefetch.isEnabled()) self.prefetchExpert(a, e, row0, rows);
             for (0..n) |i| @memcpy((scratch + i * ss + sl.xg)[0..x_bytes], self.bytesAt(a[6], a[7], members[i])[0..x_bytes]);
             self.matmulRows(gr, scratch + sl.xg, ss, @ptrCast(@alignCast(scratch + sl.gu)), ss / 4, n);
             for (0..n) |i| {

@@ -23,6 +23,8 @@ const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 /// Direct reads and staging (io.zig): native only; the wasm32 build exports
 /// the same symbols returning `unsupported`.
 const io = if (is_wasm) struct {} else @import("io.zig");
+/// Explicit prefetch (claim 6): native only.
+const prefetch = if (is_wasm) struct {} else @import("prefetch.zig");
 
 const assert = std.debug.assert;
 const Status = abi.Status;
@@ -190,6 +192,16 @@ export fn cf_memory_usage(out: ?[*]u8, out_len: usize) i32 {
     return Status.ok.code();
 }
 
+/// int32_t cf_set_prefetch(uint32_t on): turns the explicit prefetch thread
+/// on (1: plans post the next matrix and the next selected expert to it) or
+/// off (0). Off by default; unsupported (-5) in the wasm build.
+export fn cf_set_prefetch(on: u32) i32 {
+    if (is_wasm) return Status.unsupported.code();
+    if (on > 1) return Status.invalid_arg.code();
+    prefetch.setEnabled(on == 1);
+    return Status.ok.code();
+}
+
 /// uint32_t cf_physical_cores(void)
 export fn cf_physical_cores() u32 {
     return cpu.physicalCores();
@@ -245,6 +257,7 @@ export fn cf_shutdown() void {
     defer pool_lock.unlock();
     pool.stop();
     if (!is_wasm) io.shutdown();
+    if (!is_wasm) prefetch.shutdown();
     active.store(0, .release);
 }
 
@@ -1007,6 +1020,7 @@ test {
     _ = pool_mod;
     _ = @import("handles.zig");
     if (!is_wasm) _ = io;
+    if (!is_wasm) _ = prefetch;
 }
 
 test "exports validate before dispatching" {
