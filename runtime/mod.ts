@@ -20,6 +20,7 @@ export type {
   GenerationTokenizer,
 } from "./generate.ts";
 export { cacheDir, resolveModel } from "./model_store.ts";
+export { BUILTIN_MODELS } from "./builtin.ts";
 export { openModel } from "./open_model.ts";
 export type { OpenedModel } from "./open_model.ts";
 export type { ResolveOptions } from "./model_store.ts";

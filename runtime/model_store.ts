@@ -10,6 +10,7 @@
 import { convertFile, type TargetQuant } from "../convert/mod.ts";
 import { readEnv } from "../ffi/mod.ts";
 import type { Progress } from "../formats/cflow/mod.ts";
+import { resolveBuiltin } from "./builtin.ts";
 
 /**
  * The cache folder: `CFLOW_CACHE`, else `$HOME/.cache/cflow`.
@@ -81,6 +82,9 @@ export interface ResolveOptions {
  * ```
  */
 export async function resolveModel(path: string, options: ResolveOptions = {}): Promise<string> {
+  if (path.startsWith("builtin:")) {
+    return await resolveBuiltin(path, () => options.cache ?? cacheDir());
+  }
   const kind = await sniff(path);
   if (kind === "tiled") return path;
   const quant = options.quant ?? "q4_0";

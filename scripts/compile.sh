@@ -59,12 +59,15 @@ done <"$STAGE/files.txt"
 cp "$ROOT/deno.json" "$ROOT/deno.lock" "$STAGE/src/"
 mkdir -p "$STAGE/src/$(dirname "$LIB_REL")"
 cp "$ROOT/$LIB_REL" "$STAGE/src/$LIB_REL"
+mkdir -p "$STAGE/src/models"
+cp -r "$ROOT/models/builtin" "$STAGE/src/models/builtin"
 
 cd "$STAGE/src"
 ENVS="CFLOW_KERNELS,CFLOW_THREADS,CFLOW_KERNEL_VARIANT,CFLOW_CPU_DISABLE,CFLOW_CACHE,CFLOW_OFFLINE"
 ENVS="$ENVS,HOME,NO_COLOR,HF_TOKEN,HUGGING_FACE_HUB_TOKEN,HF_ENDPOINT,HF_HUB_OFFLINE"
 DENORT_BIN="$DENORT_BIN" "$DENO" compile --quiet --no-prompt \
   --include "$LIB_REL" \
+  --include models/builtin \
   --allow-ffi --allow-read --allow-write --allow-net \
   --allow-env="$ENVS" --allow-sys=osRelease,cpus \
   --unstable-no-legacy-abort \
