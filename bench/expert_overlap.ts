@@ -28,6 +28,7 @@ import { ARCH_IDS, writeModel } from "../formats/cflow/mod.ts";
 import { Transformer } from "../model/mod.ts";
 import { fnv1a64 } from "../runtime/mod.ts";
 import { randomModel } from "../tests/util/random_model.ts";
+import { arg, argmax, median, runTrials } from "./_trials.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const MODEL = `${ROOT}cache/bench/expert-overlap.cflow`;
@@ -103,12 +104,6 @@ interface Result {
   hash: string;
 }
 
-function argmax(v: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < v.length; i++) if (v[i] > v[best]) best = i;
-  return best;
-}
-
 /** One trial in this (fresh) process. */
 function worker(fetch: "sync" | "staged", threads: number, tg: number): Result {
   openKernels({ threads });
@@ -162,16 +157,6 @@ function stagedModel(L: number, delay: number, C: number, IO: number): number {
   return t;
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-function arg(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < Deno.args.length ? Deno.args[i + 1] : fallback;
-}
-
 async function main(): Promise<void> {
   if (Deno.args[0] === "--worker") {
     const [, fetch, threads, tg] = Deno.args;
@@ -181,9 +166,8 @@ async function main(): Promise<void> {
   const threadsList = arg("threads", "1,2").split(",").map(Number);
   const reps = Number(arg("reps", "3"));
   const tg = Number(arg("tg", "32"));
-  let seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
+  const seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
   const printedSeed = seed;
-  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
   for (const t of threadsList) {
     if (!Number.isInteger(t) || t < 1) throw new RangeError(`--threads ${t}`);
   }
@@ -200,41 +184,20 @@ async function main(): Promise<void> {
   const cells = threadsList.flatMap((threads) =>
     (["sync", "staged"] as const).map((fetch) => ({ threads, fetch }))
   );
-  const results = new Map<string, Result[]>();
-  for (let r = 0; r < reps; r++) {
-    const order = [...cells];
-    for (let i = order.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [order[i], order[j]] = [order[j], order[i]];
-    }
-    for (const c of order) {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--no-prompt",
-          `--allow-ffi=${ROOT}kernels-zig/zig-out/lib/libcflow_kernels.so`,
-          `--allow-read=${ROOT}`,
-          "--allow-env",
-          new URL(import.meta.url).pathname,
-          "--worker",
-          c.fetch,
-          String(c.threads),
-          String(tg),
-        ],
-        stderr: "inherit",
-      }).output();
-      if (!out.success) throw new Error(`worker failed: ${JSON.stringify(c)}`);
-      const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
-      const res = JSON.parse(lines[lines.length - 1]) as Result;
-      const key = `${c.threads}:${c.fetch}`;
-      results.set(key, [...(results.get(key) ?? []), res]);
+  const results = await runTrials<typeof cells[number], Result>({
+    script: new URL(import.meta.url).pathname,
+    cells,
+    reps,
+    seed,
+    key: (c) => `${c.threads}:${c.fetch}`,
+    workerArgs: (c) => [c.fetch, String(c.threads), String(tg)],
+    report: (c, res, r) =>
       console.error(
         `[${r + 1}/${reps}] ${c.threads}t ${c.fetch}: ${res.tgTokS.toFixed(2)} tok/s, stall ${
           res.stallMsPerToken.toFixed(2)
         } ms/token`,
-      );
-    }
-  }
+      ),
+  });
   const L = OVERLAP_GEOMETRY.layers;
   console.log(
     `expert overlap A/B: ${(size / 2 ** 20).toFixed(0)} MiB model, expert bank read by ` +

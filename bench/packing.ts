@@ -19,6 +19,7 @@
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
 import { fnv1a64, resolveModel } from "../runtime/mod.ts";
+import { arg, argmax, median, runTrials } from "./_trials.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const MODELS: Record<string, { gguf: string; quant: "q4_0" | "q8_0" }> = {
@@ -33,12 +34,6 @@ interface Result {
   tgTokS: number;
   hash: string;
   peakMiB: number;
-}
-
-function argmax(v: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < v.length; i++) if (v[i] > v[best]) best = i;
-  return best;
 }
 
 /** One measurement, in this (fresh) process. */
@@ -69,16 +64,6 @@ function worker(path: string, packed: boolean, threads: number, tg: number): Res
   };
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-function arg(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < Deno.args.length ? Deno.args[i + 1] : fallback;
-}
-
 async function main(): Promise<void> {
   if (Deno.args[0] === "--worker") {
     const [, path, packed, threads, tg] = Deno.args;
@@ -89,9 +74,8 @@ async function main(): Promise<void> {
   const threads = Number(arg("threads", "1"));
   const reps = Number(arg("reps", "5"));
   const tg = Number(arg("tg", "128"));
-  let seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
+  const seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
   const printedSeed = seed;
-  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
   if (![1, 2].includes(threads) && !(threads > 0)) throw new RangeError(`--threads ${threads}`);
 
   const paths = new Map<string, string>();
@@ -107,42 +91,20 @@ async function main(): Promise<void> {
     );
   }
   const cells = models.flatMap((m) => [true, false].map((packed) => ({ m, packed })));
-  const results = new Map<string, Result[]>();
-  for (let r = 0; r < reps; r++) {
-    const order = [...cells];
-    for (let i = order.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [order[i], order[j]] = [order[j], order[i]];
-    }
-    for (const c of order) {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--no-prompt",
-          `--allow-ffi=${ROOT}kernels-zig/zig-out/lib/libcflow_kernels.so`,
-          `--allow-read=${ROOT}`,
-          "--allow-env",
-          new URL(import.meta.url).pathname,
-          "--worker",
-          paths.get(c.m)!,
-          c.packed ? "1" : "0",
-          String(threads),
-          String(tg),
-        ],
-        stderr: "inherit",
-      }).output();
-      if (!out.success) throw new Error(`worker failed for ${c.m} packed=${c.packed}`);
-      const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
-      const res = JSON.parse(lines[lines.length - 1]) as Result;
-      const key = `${c.m}:${c.packed}`;
-      results.set(key, [...(results.get(key) ?? []), res]);
+  const results = await runTrials<typeof cells[number], Result>({
+    script: new URL(import.meta.url).pathname,
+    cells,
+    reps,
+    seed,
+    key: (c) => `${c.m}:${c.packed}`,
+    workerArgs: (c) => [paths.get(c.m)!, c.packed ? "1" : "0", String(threads), String(tg)],
+    report: (c, res, r) =>
       console.error(
         `[${r + 1}/${reps}] ${c.m} ${c.packed ? "panels" : "tiles "}: ${
           res.tgTokS.toFixed(1)
         } tok/s`,
-      );
-    }
-  }
+      ),
+  });
   console.log(
     `packed panels vs row-contiguous tiles, same engine and file; ${threads} thread(s), ` +
       `${reps} reps, order seed ${printedSeed}; median [min-max]`,

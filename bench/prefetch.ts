@@ -18,6 +18,7 @@ import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
 import { fnv1a64, resolveModel } from "../runtime/mod.ts";
 import { generateOverlapModel } from "./expert_overlap.ts";
+import { arg, argmax, median, runTrials } from "./_trials.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const OVERLAP = `${ROOT}cache/bench/expert-overlap.cflow`;
@@ -25,12 +26,6 @@ const OVERLAP = `${ROOT}cache/bench/expert-overlap.cflow`;
 interface Result {
   tgTokS: number;
   hash: string;
-}
-
-function argmax(v: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < v.length; i++) if (v[i] > v[best]) best = i;
-  return best;
 }
 
 function worker(path: string, prefetch: boolean, threads: number, tg: number): Result {
@@ -49,16 +44,6 @@ function worker(path: string, prefetch: boolean, threads: number, tg: number): R
     if (i + 1 < tg) logits = model.forward(id, prompt.length + i);
   }
   return { tgTokS: (tg - 1) / ((performance.now() - first) / 1000), hash: fnv1a64(ids) };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-function arg(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < Deno.args.length ? Deno.args[i + 1] : fallback;
 }
 
 async function modelPath(name: string): Promise<string> {
@@ -91,51 +76,28 @@ async function main(): Promise<void> {
   const threads = Number(arg("threads", "1"));
   const reps = Number(arg("reps", "5"));
   const tg = Number(arg("tg", "64"));
-  let seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
+  const seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
   const printedSeed = seed;
-  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
   if (!Number.isInteger(threads) || threads < 1 || !Number.isInteger(reps) || reps < 1) {
     throw new RangeError("--threads and --reps must be integers >= 1");
   }
   const paths = new Map<string, string>();
   for (const m of models) paths.set(m, await modelPath(m));
   const cells = models.flatMap((m) => [false, true].map((on) => ({ m, on })));
-  const results = new Map<string, Result[]>();
-  for (let r = 0; r < reps; r++) {
-    const order = [...cells];
-    for (let i = order.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [order[i], order[j]] = [order[j], order[i]];
-    }
-    for (const c of order) {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--no-prompt",
-          `--allow-ffi=${ROOT}kernels-zig/zig-out/lib/libcflow_kernels.so`,
-          `--allow-read=${ROOT}`,
-          "--allow-env",
-          new URL(import.meta.url).pathname,
-          "--worker",
-          paths.get(c.m)!,
-          c.on ? "1" : "0",
-          String(threads),
-          String(tg),
-        ],
-        stderr: "inherit",
-      }).output();
-      if (!out.success) throw new Error(`worker failed for ${c.m} prefetch=${c.on}`);
-      const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
-      const res = JSON.parse(lines[lines.length - 1]) as Result;
-      const key = `${c.m}:${c.on}`;
-      results.set(key, [...(results.get(key) ?? []), res]);
+  const results = await runTrials<typeof cells[number], Result>({
+    script: new URL(import.meta.url).pathname,
+    cells,
+    reps,
+    seed,
+    key: (c) => `${c.m}:${c.on}`,
+    workerArgs: (c) => [paths.get(c.m)!, c.on ? "1" : "0", String(threads), String(tg)],
+    report: (c, res, r) =>
       console.error(
         `[${r + 1}/${reps}] ${c.m} prefetch ${c.on ? "on " : "off"}: ${
           res.tgTokS.toFixed(1)
         } tok/s`,
-      );
-    }
-  }
+      ),
+  });
   console.log(
     `explicit prefetch, ${threads} thread(s), tg ${tg}, ${reps} reps, order seed ${printedSeed}; ` +
       "decode tok/s median [min-max]",

@@ -20,6 +20,7 @@
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
 import { fnv1a64, type MemoryUsage, memoryUsage, resolveModel } from "../runtime/mod.ts";
+import { arg, argmax, median, runTrials } from "./_trials.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const MODELS: Record<string, { gguf: string; quant: "q4_0" | "q8_0" }> = {
@@ -38,12 +39,6 @@ interface Result {
   afterLoad: MemoryUsage;
   afterPrefill: MemoryUsage;
   afterDecode: MemoryUsage;
-}
-
-function argmax(v: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < v.length; i++) if (v[i] > v[best]) best = i;
-  return best;
 }
 
 /** One trial, in this (fresh) process. */
@@ -82,16 +77,6 @@ function worker(path: string, mode: Mode, threads: number, tg: number, promptLen
   };
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-function arg(name: string, fallback: string): string {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < Deno.args.length ? Deno.args[i + 1] : fallback;
-}
-
 async function main(): Promise<void> {
   if (Deno.args[0] === "--worker") {
     const [, path, mode, threads, tg, prompt] = Deno.args;
@@ -104,9 +89,8 @@ async function main(): Promise<void> {
   const reps = Number(arg("reps", "5"));
   const tg = Number(arg("tg", "128"));
   const promptLen = Number(arg("prompt", "64"));
-  let seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
+  const seed = Number(arg("seed", String(Date.now() % 1_000_000_007)));
   const printedSeed = seed;
-  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
   const spec = MODELS[name];
   if (spec === undefined) throw new RangeError(`unknown model ${name} (${Object.keys(MODELS)})`);
   for (const [k, v] of [["threads", threads], ["reps", reps], ["tg", tg], ["prompt", promptLen]]) {
@@ -119,38 +103,16 @@ async function main(): Promise<void> {
   if (openKernels().memoryUsage() === undefined) {
     throw new Error("this system has no /proc/self/smaps_rollup: residency cannot be measured");
   }
-  const results = new Map<Mode, Result[]>();
-  for (let r = 0; r < reps; r++) {
-    const order = [...MODES];
-    for (let i = order.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [order[i], order[j]] = [order[j], order[i]];
-    }
-    for (const mode of order) {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--no-prompt",
-          `--allow-ffi=${ROOT}kernels-zig/zig-out/lib/libcflow_kernels.so`,
-          `--allow-read=${ROOT}`,
-          "--allow-env",
-          new URL(import.meta.url).pathname,
-          "--worker",
-          path,
-          mode,
-          String(threads),
-          String(tg),
-          String(promptLen),
-        ],
-        stderr: "inherit",
-      }).output();
-      if (!out.success) throw new Error(`worker failed for ${mode}`);
-      const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
-      const res = JSON.parse(lines[lines.length - 1]) as Result;
-      results.set(mode, [...(results.get(mode) ?? []), res]);
-      console.error(`[${r + 1}/${reps}] ${mode}: ${res.tgTokS.toFixed(1)} tok/s`);
-    }
-  }
+  const results = await runTrials<Mode, Result>({
+    script: new URL(import.meta.url).pathname,
+    cells: MODES,
+    reps,
+    seed,
+    key: (mode) => mode,
+    workerArgs: (mode) => [path, mode, String(threads), String(tg), String(promptLen)],
+    report: (mode, res, r) =>
+      console.error(`[${r + 1}/${reps}] ${mode}: ${res.tgTokS.toFixed(1)} tok/s`),
+  }) as Map<Mode, Result[]>;
   const hashes = new Set(MODES.flatMap((m) => results.get(m)!.map((x) => x.hash)));
   const mib = (b: number) => (b / (1 << 20)).toFixed(1);
   console.log(
