@@ -327,10 +327,11 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "convert",
     args: "IN OUT",
     positionals: "files",
-    summary: "convert a GGUF file or Hugging Face folder to .cflow or .vflow",
+    summary: "convert a GGUF file, Hugging Face folder, .cflow or .vflow to .cflow or .vflow",
     description:
-      "Q4_0 and Q8_0 re-tile losslessly; other types are requantized. A progress bar on a\n" +
-      "terminal; OUT appears atomically or not at all.",
+      "Q4_0 and Q8_0 re-tile losslessly; other types are requantized. A .cflow/.vflow input\n" +
+      "is re-laid out (same --quant: byte for byte) or requantized. A progress bar on a\n" +
+      "terminal; OUT appears atomically or not at all; OUT may not be IN.",
     options: [
       "format",
       ["quant", "weight type: q4_0 (default) | q8_0 | f32"],
@@ -344,6 +345,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "cflow convert cache/models/smollm2-135m-instruct.Q4_0.gguf smollm2.cflow",
       "cflow convert model.gguf model.vflow --quant q8_0 --force",
       "cflow convert ./hf-folder out.cflow --report-error",
+      "cflow convert model.cflow model.vflow",
     ],
   },
   {

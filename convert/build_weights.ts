@@ -86,7 +86,8 @@ const TYPE_OF: Record<TargetQuant, number> = {
 };
 const TYPE_NAME: Record<number, string> = { 1: "Q4_0", 2: "Q8_0", 3: "F32" };
 
-const MATRIX_OF: Record<Role, number> = {
+/** The `.cflow` matrix id of each role (also the tiled source's lookup). */
+export const MATRIX_OF: Record<Role, number> = {
   attn_norm: MATRIX.ATTN_NORM,
   q: MATRIX.Q,
   k: MATRIX.K,

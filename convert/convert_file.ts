@@ -1,6 +1,7 @@
 /**
- * `cflow convert`: a checkpoint (GGUF file or Hugging Face directory) to a
- * `.cflow` or `.vflow` file, crash-safe. The output is written to a
+ * `cflow convert`: a checkpoint (GGUF file, Hugging Face directory, or a
+ * `.cflow`/`.vflow` file to re-lay out or re-quantize) to a `.cflow` or
+ * `.vflow` file, crash-safe. The output is written to a
  * temporary file in the destination folder, fsynced, renamed over the
  * destination and the folder fsynced; on any error the temporary file is
  * removed. A source that changes while it is converted is an error.
@@ -14,6 +15,9 @@ import { buildModelWeights, type BuildOptions, type MatrixReport } from "./build
 import { openGgufSource } from "./gguf_source.ts";
 import { openHfSource } from "./hf_source.ts";
 import type { ModelSource } from "./model_source.ts";
+import { openTiledSource } from "./tiled_source.ts";
+import { bytesSource } from "../formats/byte_source.ts";
+import { sniffTiled } from "../formats/cflow/reader.ts";
 
 /**
  * Options of {@link convertFile}.
@@ -55,9 +59,26 @@ export interface ConvertResult {
   matrices: MatrixReport[];
 }
 
+/** True when the file at `path` starts with the `.cflow` or `.vflow` magic. */
+function isTiled(path: string): boolean {
+  if (/\.[cv]flow$/i.test(path)) return true;
+  let file: Deno.FsFile | undefined;
+  try {
+    file = Deno.openSync(path, { read: true });
+    const magic = new Uint8Array(8);
+    const n = file.readSync(magic) ?? 0;
+    return sniffTiled(bytesSource(path, magic.subarray(0, n))) !== undefined;
+  } catch {
+    return false; // not readable as one: the GGUF reader says why
+  } finally {
+    file?.close();
+  }
+}
+
 /**
- * Opens a checkpoint: a directory is a Hugging Face checkpoint, a file must
- * be GGUF.
+ * Opens a checkpoint: a directory is a Hugging Face checkpoint, a file with
+ * the `.cflow` or `.vflow` magic (or name) is a tiled file, any other file
+ * must be GGUF.
  *
  * @example
  * ```ts ignore
@@ -68,6 +89,7 @@ export interface ConvertResult {
 export function openSource(path: string): ModelSource {
   const info = Deno.statSync(path);
   if (info.isDirectory) return openHfSource(path);
+  if (isTiled(path)) return openTiledSource(path);
   return openGgufSource(path);
 }
 
@@ -111,6 +133,17 @@ async function fingerprint(path: string): Promise<string> {
     return parts.sort().join("|");
   }
   return `${s.size}:${s.mtime?.getTime()}:${s.ino}`;
+}
+
+/** True when `a` and `b` name the same file (or the same path). */
+async function samePath(a: string, b: string): Promise<boolean> {
+  try {
+    if ((await Deno.realPath(a)) === (await Deno.realPath(b))) return true;
+    const [x, y] = await Promise.all([Deno.stat(a), Deno.stat(b)]);
+    return x.dev === y.dev && x.ino !== null && x.ino === y.ino;
+  } catch {
+    return false; // the output does not exist yet
+  }
 }
 
 /** Errors of the output file system that the user must act on. */
@@ -181,6 +214,11 @@ export async function convertFile(
   output: string,
   options: ConvertOptions,
 ): Promise<ConvertResult> {
+  if (await samePath(input, output)) {
+    throw new Deno.errors.AlreadyExists(
+      `convert: the output ${output} is the input; write to another file`,
+    );
+  }
   let exists = false;
   try {
     const st = await Deno.stat(output);

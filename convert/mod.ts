@@ -1,6 +1,6 @@
 /**
- * Conversion of GGUF files and Hugging Face checkpoints to `.cflow` and
- * `.vflow`.
+ * Conversion of GGUF files, Hugging Face checkpoints and `.cflow`/`.vflow`
+ * files to `.cflow` and `.vflow`.
  *
  * ```ts ignore
  * import { convertFile } from "./mod.ts";
@@ -18,6 +18,7 @@ export { convertFile, openSource } from "./convert_file.ts";
 export type { ConvertOptions, ConvertResult } from "./convert_file.ts";
 export { openGgufSource } from "./gguf_source.ts";
 export { openHfSource } from "./hf_source.ts";
+export { openTiledSource, tiledModelSource } from "./tiled_source.ts";
 export type { HyperParams, ModelSource, SourceTensor } from "./model_source.ts";
 export { dequantizeRows, quantizeRows } from "./quantize_rules.ts";
 export type { Q4Rule } from "./quantize_rules.ts";

@@ -1,7 +1,7 @@
 /**
  * A checkpoint seen the way the converter needs it: hyperparameters and
- * tensors by role, whatever the file format. GGUF and Hugging Face
- * directories each implement it.
+ * tensors by role, whatever the file format. GGUF files, Hugging Face
+ * directories and `.cflow`/`.vflow` files each implement it.
  *
  * @module
  */
@@ -93,13 +93,12 @@ export interface HyperParams {
  * ```
  */
 export interface ModelSource {
-  /** Source format. */
-  format: "gguf" | "hf";
+  /** Source format (`cflow`/`vflow`: a converted file, re-laid out or re-quantized). */
+  format: "gguf" | "hf" | "cflow" | "vflow";
   /** Path shown in messages. */
   path: string;
   /** Hyperparameters. */
   hyper: HyperParams;
-  /** The tensor for a role of a layer (and an expert for per-expert HF tensors). */
   /** The tensor for a role of a layer (and an expert for per-expert HF tensors). */
   tensor(role: Role, layer: number, expert?: number): SourceTensor | undefined;
   /** Bytes of tensor data in the source (for progress). */
