@@ -121,6 +121,18 @@ const AFTER_LOAD = {
 
 /** What each executed notebook must show, beyond running without an error. */
 const EXPECT: Record<string, (nb: Notebook) => void> = {
+  "experts.ipynb": (nb) => {
+    const schedule = mime(nb, "load", "text/markdown").join("");
+    assert.match(schedule, /\| 0 \| out\[-1\] \| x_mid \| 2 \| - \|/, schedule);
+    assert.match(schedule, /\| 5 \| out\[4\] \| x_mid \| flush \| 3 \|/, schedule);
+    assert.match(schedule, /experts of passes 4, 5/);
+    const svg = mime(nb, "routing", "image/svg+xml").join("");
+    const rects = (svg.match(/<rect /g) ?? []).length;
+    assert.ok(rects >= 6 * 2 * 10 && rects % 12 === 0, `two experts per layer and token: ${rects}`);
+    const bytes = mime(nb, "bytes", "text/markdown").join("");
+    assert.match(bytes, /\| 0 \| [\d.]+ \| [\d.]+ \| 4\.0x \|/, bytes);
+    assert.match(bytes, /top-2 of 8/);
+  },
   "generate.ipynb": (nb) => {
     const streamed = mime(nb, "stream", "text/plain");
     assert.ok(streamed.length >= 1, "the streamed completion is missing");
