@@ -5,8 +5,8 @@
  * training/export_builtin.py): with the reference quantizing projection inputs to Q8_0 as the
  * runtime does, every stream norm within 5e-4 (a Q8_0 rounding tie that float summation order
  * tips the other way moves a trained model more than a random one) and the same argmax at every
- * position; with float
- * activations, within 3%. And `./cflow generate --model builtin:NAME` works offline.
+ * position; with float activations, within 3%. And `./cflow generate --model builtin:NAME` works
+ * offline.
  */
 import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
