@@ -10,6 +10,19 @@ import { type HfCheckpoint, openHfCheckpoint } from "../formats/hf/mod.ts";
 import { readTensorF32 } from "../formats/safetensors/mod.ts";
 import type { HyperParams, ModelSource, SourceTensor } from "./model_source.ts";
 
+/** Largest tokenizer file embedded in a converted model's metadata. */
+const MAX_TOKENIZER_BYTES = 64 << 20;
+
+/** The text of a tokenizer file of the checkpoint, or undefined when there is none. */
+function readTokenizerText(path: string | null): string | undefined {
+  if (path === null) return undefined;
+  const size = Deno.statSync(path).size;
+  if (size > MAX_TOKENIZER_BYTES) {
+    throw new FormatError(path, "size", 0, `${size} bytes, more than ${MAX_TOKENIZER_BYTES}`);
+  }
+  return new TextDecoder("utf-8", { fatal: true }).decode(Deno.readFileSync(path));
+}
+
 /**
  * Builds a ModelSource over an opened checkpoint.
  *
@@ -116,7 +129,10 @@ export function hfModelSource(ckpt: HfCheckpoint): ModelSource {
         feature_flags: pn.featureFlags,
       }),
       hf_config: c.raw,
-      tokenizer_files: ckpt.files,
+      // The tokenizer travels inside the converted file, so that it does not
+      // depend on the checkpoint folder staying where it was.
+      tokenizer_json: readTokenizerText(ckpt.files.tokenizerJson),
+      tokenizer_config_json: readTokenizerText(ckpt.files.tokenizerConfig),
     },
   };
   const cache = new Map<string, SourceTensor>();

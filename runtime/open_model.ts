@@ -29,11 +29,22 @@ export interface OpenedModel {
   tokenizer: Tokenizer;
 }
 
-/** The tokenizer a model file carries (GGUF metadata, or HF tokenizer.json next to it). */
+/**
+ * The tokenizer a model file carries: GGUF tokenizer metadata, or an HF
+ * tokenizer.json embedded by the converter (files converted before it
+ * embedded them name the checkpoint's files instead).
+ */
 function tokenizerOf(file: LoadedTiledFile, path: string): Tokenizer {
   const meta = file.file.metadata;
   if (typeof meta.tokenizer === "object" && meta.tokenizer !== null) {
     return tokenizerFromGgufMetadata(meta.tokenizer as Record<string, unknown>);
+  }
+  if (typeof meta.tokenizer_json === "string") {
+    const config = meta.tokenizer_config_json;
+    return tokenizerFromHfJson(
+      meta.tokenizer_json,
+      typeof config === "string" ? config : undefined,
+    );
   }
   const files = meta.tokenizer_files as Record<string, string | null> | undefined;
   if (files?.tokenizerJson) {
