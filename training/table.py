@@ -36,9 +36,10 @@ def main() -> None:
         r1 = ppl[(name, 1)]
         r2 = ppl.get((name, 2))
         size = (ROOT / f"models/builtin/{name}.cflow").stat().st_size
+        s2 = "" if r2 is None else "%.2f" % r2["test_ppl"]
         print(
             f"| `{name}` | {style} | {dd} | {de} | {r1['test_ppl']:.2f} | "
-            f"{'' if r2 is None else f'{r2['test_ppl']:.2f}'} | {r1['params']:,} | {size:,} | "
+            f"{s2} | {r1['params']:,} | {size:,} | "
             f"{a['naive_bytes'] / MIB:.3f} / {a['critical_bytes'] / MIB:.3f} | "
             f"{f['naive_bytes'] / MIB:.3f} / {f['critical_bytes'] / MIB:.3f} | {a['reduction']:.2f}x |"
         )
