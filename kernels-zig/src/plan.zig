@@ -869,6 +869,40 @@ const Exec = struct {
         prefetch.post(g.base, if (contiguous) g.len + d.len else g.len);
     }
 
+    /// Where an expert's input, activation, scratch and output are (words of
+    /// the `moe` / `moe_staged` operation).
+    const ExpertBufs = struct { x: u32, x_stride: u32, act: u32, scratch: u32, scratch_stride: u32, out: u32, out_stride: u32 };
+
+    /// out[row] += weight * down(act(gate x[row]) * up x[row]) for the rows
+    /// that chose this expert: gathered into the scratch, one read of the
+    /// expert's gate/up and down runs for all of them, scattered back.
+    fn expert(self: *const Exec, gr: *const Run, dr: *const Run, members: []const u32, weights: []const f32, b: ExpertBufs) Error!void {
+        const k = self.env.t;
+        const n = members.len;
+        const hidden = gr.layout.cols;
+        const effn = gr.layout.rows[0];
+        const quant = isQuant(gr.kind);
+        const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
+        const sl = MoeScratch.of(hidden, effn, quant);
+        const ss: usize = b.scratch_stride;
+        const scratch = self.p.ws + b.scratch;
+        for (0..n) |i| @memcpy((scratch + i * ss + sl.xg)[0..x_bytes], self.bytesAt(b.x, b.x_stride, members[i])[0..x_bytes]);
+        self.matmulRows(gr, scratch + sl.xg, ss, @ptrCast(@alignCast(scratch + sl.gu)), ss / 4, n);
+        for (0..n) |i| {
+            const row = scratch + i * ss;
+            const gu: [*]f32 = @ptrCast(@alignCast(row + sl.gu));
+            const hb: [*]f32 = @ptrCast(@alignCast(row + sl.hb));
+            if (b.act == 0) k.silu_mul(gu, gu + effn, hb, effn) else k.gelu_mul(gu, gu + effn, hb, effn);
+            if (quant and !quantizeRow(k, hb[0..effn], row + sl.hq)) return error.Nonfinite;
+        }
+        self.matmulRows(dr, scratch + (if (quant) sl.hq else sl.hb), ss, @ptrCast(@alignCast(scratch + sl.y)), ss / 4, n);
+        for (0..n) |i| {
+            const y: [*]const f32 = @ptrCast(@alignCast(scratch + i * ss + sl.y));
+            const out = self.f32s(b.out, b.out_stride, members[i], hidden);
+            for (out, 0..) |*o, c| o.* += weights[i] * y[c];
+        }
+    }
+
     /// Pins each row's selected experts in staging slots, starting the
     /// reads of those not cached; writes the slot indices after the weights.
     fn fetch(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
@@ -911,14 +945,7 @@ const Exec = struct {
         const top_k = a[3];
         const gt = &p.runs[a[1]];
         const dt = &p.runs[a[1] + 1];
-        const hidden = gt.layout.cols;
-        const effn = gt.layout.rows[0];
-        const quant = isQuant(gt.kind);
-        const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
-        const sl = MoeScratch.of(hidden, effn, quant);
-        const ss: usize = a[10];
-        const scratch = p.ws + a[9];
-        const k = self.env.t;
+        assert(rows <= max_batch);
         var members: [max_batch]u32 = undefined;
         var weights: [max_batch]f32 = undefined;
         var used: u64 = 0;
@@ -950,21 +977,7 @@ const Exec = struct {
             var dr = dt.*;
             dr.base = h.data + gt.len;
             used += h.len;
-            for (0..n) |i| @memcpy((scratch + i * ss + sl.xg)[0..x_bytes], self.bytesAt(a[6], a[7], members[i])[0..x_bytes]);
-            self.matmulRows(&gr, scratch + sl.xg, ss, @ptrCast(@alignCast(scratch + sl.gu)), ss / 4, n);
-            for (0..n) |i| {
-                const row = scratch + i * ss;
-                const gu: [*]f32 = @ptrCast(@alignCast(row + sl.gu));
-                const hb: [*]f32 = @ptrCast(@alignCast(row + sl.hb));
-                if (a[8] == 0) k.silu_mul(gu, gu + effn, hb, effn) else k.gelu_mul(gu, gu + effn, hb, effn);
-                if (quant and !quantizeRow(k, hb[0..effn], row + sl.hq)) return error.Nonfinite;
-            }
-            self.matmulRows(&dr, scratch + (if (quant) sl.hq else sl.hb), ss, @ptrCast(@alignCast(scratch + sl.y)), ss / 4, n);
-            for (0..n) |i| {
-                const y: [*]const f32 = @ptrCast(@alignCast(scratch + i * ss + sl.y));
-                const out = self.f32s(a[11], a[12], members[i], hidden);
-                for (out, 0..) |*o, col| o.* += weights[i] * y[col];
-            }
+            try self.expert(&gr, &dr, members[0..n], weights[0..n], .{ .x = a[6], .x_stride = a[7], .act = a[8], .scratch = a[9], .scratch_stride = a[10], .out = a[11], .out_stride = a[12] });
         }
         // Unpin what the matching fetch pinned: one pin per row and choice.
         for (row0..row0 + rows) |t| {
@@ -987,15 +1000,6 @@ const Exec = struct {
     fn moe(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {
         const n_exp = a[2];
         const top_k = a[3];
-        const g0 = &self.p.runs[a[0]];
-        const hidden = g0.layout.cols;
-        const effn = g0.layout.rows[0];
-        const quant = isQuant(g0.kind);
-        const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
-        const sl = MoeScratch.of(hidden, effn, quant);
-        const ss: usize = a[10];
-        const scratch = self.p.ws + a[9];
-        const k = self.env.t;
         assert(rows <= max_batch);
         var members: [max_batch]u32 = undefined;
         var weights: [max_batch]f32 = undefined;
@@ -1018,21 +1022,7 @@ const Exec = struct {
             const dr = &self.p.runs[a[1] + e];
             read += gr.len + dr.len;
             if (!is_wasm and prefetch.isEnabled()) self.prefetchExpert(a, e, row0, rows);
-            for (0..n) |i| @memcpy((scratch + i * ss + sl.xg)[0..x_bytes], self.bytesAt(a[6], a[7], members[i])[0..x_bytes]);
-            self.matmulRows(gr, scratch + sl.xg, ss, @ptrCast(@alignCast(scratch + sl.gu)), ss / 4, n);
-            for (0..n) |i| {
-                const row = scratch + i * ss;
-                const gu: [*]f32 = @ptrCast(@alignCast(row + sl.gu));
-                const hb: [*]f32 = @ptrCast(@alignCast(row + sl.hb));
-                if (a[8] == 0) k.silu_mul(gu, gu + effn, hb, effn) else k.gelu_mul(gu, gu + effn, hb, effn);
-                if (quant and !quantizeRow(k, hb[0..effn], row + sl.hq)) return error.Nonfinite;
-            }
-            self.matmulRows(dr, scratch + (if (quant) sl.hq else sl.hb), ss, @ptrCast(@alignCast(scratch + sl.y)), ss / 4, n);
-            for (0..n) |i| {
-                const y: [*]const f32 = @ptrCast(@alignCast(scratch + i * ss + sl.y));
-                const out = self.f32s(a[11], a[12], members[i], hidden);
-                for (out, 0..) |*o, c| o.* += weights[i] * y[c];
-            }
+            try self.expert(gr, dr, members[0..n], weights[0..n], .{ .x = a[6], .x_stride = a[7], .act = a[8], .scratch = a[9], .scratch_stride = a[10], .out = a[11], .out_stride = a[12] });
         }
         const counter = self.p.ws + a[13];
         const before = std.mem.readInt(u64, counter[0..8], .little);
