@@ -324,7 +324,9 @@ export class Transformer {
   #singleThreadDecode = false;
   /** Workspace offsets of each layer's expert-byte counter (-1: no experts). */
   #counters: number[] = [];
-  readonly #counterBytes = new Uint8Array(8);
+  /** Workspace offset of the layers' counters (one u64 each) and a buffer to read them. */
+  #countersAt = 0;
+  #counterBytes = new Uint8Array(8);
   readonly #counterSeen: number[] = [];
   #bankBytes: number[] = [];
   #evict: "never" | "after-pack" | "phase-boundary" = "after-pack";
@@ -427,8 +429,11 @@ export class Transformer {
     };
     const kvBytes = ctx * kvDim * (options.kvCache === "f32" ? 4 : 2);
     const layers: LayerWeights[] = [];
+    // One block of u64 expert-byte counters, one per layer, read in one call per token.
+    const counters = L.take(8 * c.layers);
+    this.#countersAt = counters;
     for (let l = 0; l < c.layers; l++) {
-      const w = this.#layerWeights(l, runs.layers[l], vec, () => L.take(8));
+      const w = this.#layerWeights(l, runs.layers[l], vec, () => counters + 8 * l);
       layers.push({
         ...w,
         qkv: run(w.qkv),
@@ -446,6 +451,7 @@ export class Transformer {
     this.#times = L.take(8 * (schedule.steps.length + 1));
     const disk = this.#diskTier(options, schedule, layers, batch, expertsQuantized, L, vectors);
     this.#counters = layers.map((w) => w.moe?.counter ?? -1);
+    this.#counterBytes = new Uint8Array(8 * c.layers);
     this.#bankBytes = layers.map((w) =>
       w.moe === undefined
         ? 0
@@ -1250,11 +1256,15 @@ export class Transformer {
 
   /** The expert bytes each layer read since the counters were last read. */
   #readCounters(): void {
+    if (this.config.moe === null) {
+      this.#lastExpertBytes = this.#counters.map(() => 0);
+      return;
+    }
+    this.#workspace.read(this.#countersAt, this.#counterBytes.length, this.#counterBytes);
     const view = new DataView(this.#counterBytes.buffer);
     this.#lastExpertBytes = this.#counters.map((off, l) => {
       if (off < 0) return 0;
-      this.#workspace.read(off, 8, this.#counterBytes);
-      const now = Number(view.getBigUint64(0, true));
+      const now = Number(view.getBigUint64(8 * l, true));
       const delta = now - (this.#counterSeen[l] ?? 0);
       this.#counterSeen[l] = now;
       return delta;
