@@ -16,6 +16,7 @@ import {
 } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
+import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 
@@ -97,6 +98,8 @@ export class Model {
   readonly path: string;
   readonly #model: Transformer;
   readonly #tokenizer: Tokenizer;
+  /** What the KV cache holds: a prompt that starts like the last one runs only the rest. */
+  readonly #cache: PromptCache;
   #busy = false;
 
   /** @internal Use {@link loadModel}. */
@@ -104,6 +107,7 @@ export class Model {
     this.path = path;
     this.#model = model;
     this.#tokenizer = tokenizer;
+    this.#cache = new PromptCache(model);
   }
 
   /** The model's configuration (architecture, sizes, context). */
@@ -136,13 +140,20 @@ export class Model {
    */
   logits(tokens: readonly number[]): Float32Array[] {
     this.#checkTokens(tokens);
-    return this.#exclusive(() => tokens.map((t, pos) => this.#model.forward(t, pos).slice()));
+    return this.#exclusive(() => {
+      this.#cache.clear();
+      const out = tokens.map((t, pos) => this.#model.forward(t, pos).slice());
+      this.#cache.append(tokens);
+      return out;
+    });
   }
 
   /**
    * Generates from a prompt (text, tokenized with the model's BOS, or token ids), yielding
    * tokens as they come; returns the statistics. Aborting `signal` ends it between tokens, or
-   * while the prompt is read (the kernels stop before their next operation).
+   * while the prompt is read (the kernels stop before their next operation). The KV cache keeps
+   * the last prompt and answer: a prompt that starts the same way runs only the rest
+   * (`stats.cachedTokens`), with the same result as running it whole.
    */
   async *generate(
     prompt: string | readonly number[],
@@ -190,6 +201,7 @@ export class Model {
         stop,
         signal,
         logprobs,
+        cache: this.#cache,
       });
       for (let r = await it.next();; r = await it.next()) {
         if (r.done) return r.value;

@@ -12,6 +12,7 @@ import { fnv1a64, generate, type GenerationStats } from "../runtime/generate.ts"
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
+import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -251,6 +252,9 @@ export async function runChat(
     });
     const messages: ChatMessage[] = args.system ? [{ role: "system", content: args.system }] : [];
     const sampler = new Sampler(model.config.vocab, args.sampling);
+    // The KV cache keeps the conversation: each turn runs only what was added
+    // since the last one (the user's message and the template's framing).
+    const cache = new PromptCache(model);
     const enc = new TextEncoder();
     const lines = Deno.stdin.readable.pipeThrough(new TextDecoderStream("utf-8", { fatal: true }));
     const reader = lines.getReader();
@@ -294,6 +298,7 @@ export async function runChat(
         const it = generate(model, tokenizer, sampler, prompt, {
           maxTokens: args.maxTokens,
           signal: abort.signal,
+          cache,
         });
         while (true) {
           const r = await it.next();

@@ -10,6 +10,7 @@
 import type { Transformer } from "../model/mod.ts";
 import { StopMatcher } from "../sampling/mod.ts";
 import { type MemoryUsage, memoryUsage } from "./memory_usage.ts";
+import type { PromptCache } from "./prompt_cache.ts";
 
 /**
  * The tokenizer operations generation needs.
@@ -82,9 +83,11 @@ export interface GeneratedToken {
  * ```
  */
 export interface GenerationStats {
-  /** Prompt tokens fed to the model. */
+  /** Prompt tokens (all of them, cached or not). */
   promptTokens: number;
-  /** Prompt tokens per second of prefill. */
+  /** Leading prompt tokens whose keys and values were reused from the {@link PromptCache}. */
+  cachedTokens: number;
+  /** Prompt tokens run per second of prefill (the tokens after the cached ones). */
   prefillTokS: number;
   /** Milliseconds from the start to the first generated token. */
   ttftMs: number;
@@ -151,6 +154,12 @@ export interface GenerateOptions {
    * generation first: llama-bench's tg128 convention, for benchmarks. Default false.
    */
   ignoreEos?: boolean;
+  /**
+   * What the model's KV cache holds: the prompt's leading tokens found there
+   * are not run again, and the record is updated as tokens are run. Must
+   * belong to `model`. Without it the prompt runs from position 0.
+   */
+  cache?: PromptCache;
 }
 
 /** Decodes token bytes to text without ever splitting a UTF-8 sequence. */
@@ -232,18 +241,27 @@ export async function* generate(
       `generate: the prompt has ${prompt.length} tokens, more than the context of ${model.contextLength}`,
     );
   }
+  const cache = options.cache;
+  if (cache !== undefined && cache.model !== model) {
+    throw new RangeError("generate: the prompt cache belongs to another model instance");
+  }
   const start = performance.now();
   const afterLoad = memoryUsage();
   // Prefill: the prompt through the model in batches, keeping the last
   // logits; off the event loop, so that the signal can stop a long prompt.
+  // A prefix the KV cache already holds is skipped; the positions after it
+  // are about to be overwritten, so the record drops them first.
+  const cached = cache?.reusable(prompt) ?? 0;
+  cache?.truncate(cached);
   let logits: Float32Array;
   try {
-    logits = await model.prefillAsync(prompt, 0, options.signal);
+    logits = await model.prefillAsync(prompt.slice(cached), cached, options.signal);
   } catch (error) {
     if (!options.signal?.aborted) throw error;
     const ms = performance.now() - start;
     return {
       promptTokens: prompt.length,
+      cachedTokens: cached,
       prefillTokS: 0,
       ttftMs: ms,
       generatedTokens: 0,
@@ -251,6 +269,7 @@ export async function* generate(
       stopReason: "aborted",
     };
   }
+  cache?.append(prompt.slice(cached));
   for (const t of prompt) sampler.accept(t);
   model.endPrefill();
   const prefillEnd = performance.now();
@@ -295,6 +314,7 @@ export async function* generate(
       break;
     }
     logits = model.forward(id, pos++);
+    cache?.append([id]);
     model.passTimes().forEach((ms, i) => passMs[i] += ms);
     if (moe) {
       model.expertBytes.perLayer.forEach((n, l) => decodeExperts[l] += n);
@@ -310,7 +330,8 @@ export async function* generate(
   const prefillMs = prefillEnd - start;
   return {
     promptTokens: prompt.length,
-    prefillTokS: prompt.length / Math.max(prefillMs / 1000, 1e-9),
+    cachedTokens: cached,
+    prefillTokS: (prompt.length - cached) / Math.max(prefillMs / 1000, 1e-9),
     ttftMs: (firstAt || performance.now()) - start,
     generatedTokens: generated,
     decodeTokS: generated > 1 ? (generated - 1) / Math.max((lastAt - firstAt) / 1000, 1e-9) : 0,

@@ -11,6 +11,7 @@
 
 export { fnv1a64, generate } from "./generate.ts";
 export { memoryUsage } from "./memory_usage.ts";
+export { PromptCache } from "./prompt_cache.ts";
 export type { MemoryUsage } from "./memory_usage.ts";
 export type {
   GeneratedToken,

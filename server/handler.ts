@@ -252,7 +252,15 @@ async function chatCompletions(state: ServerState, request: Request): Promise<Re
     prompt,
     r,
     maxTokens,
-    (res) => chatCompletion(h, res.text, res.finishReason, prompt.length, res.completionTokens),
+    (res) =>
+      chatCompletion(
+        h,
+        res.text,
+        res.finishReason,
+        prompt.length,
+        res.completionTokens,
+        res.cachedTokens,
+      ),
     {
       start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
       emit: (text) => sseData(chatChunk(h, { content: text })),
@@ -262,6 +270,7 @@ async function chatCompletions(state: ServerState, request: Request): Promise<Re
           r.includeUsage ? { ...h, object: "chat.completion.chunk" } : undefined,
           n,
           res.completionTokens,
+          res.cachedTokens,
         ),
     },
   );
@@ -276,11 +285,16 @@ function finishChunks(
   usageHead: Record<string, unknown> | undefined,
   promptTokens: number,
   completionTokens: number,
+  cachedTokens: number,
 ): Uint8Array[] {
   if (usageHead === undefined) return [last];
   return [
     last,
-    sseData({ ...usageHead, choices: [], usage: usage(promptTokens, completionTokens) }),
+    sseData({
+      ...usageHead,
+      choices: [],
+      usage: usage(promptTokens, completionTokens, cachedTokens),
+    }),
   ];
 }
 
@@ -301,6 +315,7 @@ async function completions(state: ServerState, request: Request): Promise<Respon
       textCompletion(h, res.text, res.finishReason, {
         prompt: prompt.length,
         completion: res.completionTokens,
+        cached: res.cachedTokens,
       }),
     {
       start: [],
@@ -311,6 +326,7 @@ async function completions(state: ServerState, request: Request): Promise<Respon
           r.includeUsage ? { ...h, object: "text_completion" } : undefined,
           n,
           res.completionTokens,
+          res.cachedTokens,
         ),
     },
   );

@@ -27,6 +27,7 @@
 import { chatTemplateFrom } from "../chat/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { openModel } from "../runtime/open_model.ts";
+import { PromptCache } from "../runtime/prompt_cache.ts";
 import { createHandler, type ServerState, sha256 } from "./handler.ts";
 import type { ModelSlot } from "./run_generation.ts";
 import { SlotPool } from "./slot_pool.ts";
@@ -128,10 +129,11 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   const slots: ModelSlot[] = [];
   try {
     for (let i = 0; i < parallel; i++) {
-      slots.push(openModel(options.model, {
+      const opened = openModel(options.model, {
         contextLength: options.contextLength,
         kvCache: options.kvCache ?? "f16",
-      }));
+      });
+      slots.push({ ...opened, cache: new PromptCache(opened.model) });
     }
   } catch (error) {
     for (const s of slots) s.model.close();

@@ -18,22 +18,32 @@
 export type FinishReason = "stop" | "length";
 
 /**
- * Token counts of a completion.
+ * Token counts of a completion; `cachedTokens` of the prompt tokens were
+ * found in the slot's KV cache and not run again (OpenAI's
+ * `prompt_tokens_details.cached_tokens`).
  *
  * @example
  * ```ts
  * import { usage } from "./openai_format.ts";
  * console.log(usage(3, 4).total_tokens); // 7
+ * console.log(usage(3, 4, 2).prompt_tokens_details.cached_tokens); // 2
  * ```
  */
 export function usage(
   promptTokens: number,
   completionTokens: number,
-): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
+  cachedTokens = 0,
+): {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+} {
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
     total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
   };
 }
 
@@ -68,6 +78,7 @@ export function chatCompletion(
   finishReason: FinishReason,
   promptTokens: number,
   completionTokens: number,
+  cachedTokens = 0,
 ): {
   id: string;
   object: "chat.completion";
@@ -90,7 +101,7 @@ export function chatCompletion(
       finish_reason: finishReason,
       logprobs: null,
     }],
-    usage: usage(promptTokens, completionTokens),
+    usage: usage(promptTokens, completionTokens, cachedTokens),
   };
 }
 
@@ -130,14 +141,14 @@ export function textCompletion(
   head: ResponseHead,
   text: string,
   finishReason: FinishReason | null,
-  counts?: { prompt: number; completion: number },
+  counts?: { prompt: number; completion: number; cached?: number },
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {
     ...head,
     object: "text_completion",
     choices: [{ index: 0, text, finish_reason: finishReason, logprobs: null }],
   };
-  if (counts !== undefined) out.usage = usage(counts.prompt, counts.completion);
+  if (counts !== undefined) out.usage = usage(counts.prompt, counts.completion, counts.cached);
   return out;
 }
 

@@ -8,13 +8,16 @@
 
 import type { Transformer } from "../model/mod.ts";
 import { generate } from "../runtime/generate.ts";
+import type { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { FinishReason } from "./openai_format.ts";
 import type { SamplingRequest } from "./validate_request.ts";
 
 /**
- * One model instance: a forward pass with its own KV cache, and the tokenizer.
+ * One model instance: a forward pass with its own KV cache, the record of
+ * what that cache holds (a request that starts like the slot's previous one
+ * runs only the rest), and the tokenizer.
  *
  * @example
  * ```ts
@@ -27,6 +30,8 @@ import type { SamplingRequest } from "./validate_request.ts";
 export interface ModelSlot {
   model: Transformer;
   tokenizer: Tokenizer;
+  /** What `model`'s KV cache holds; absent: every prompt runs in full. */
+  cache?: PromptCache;
 }
 
 /**
@@ -35,12 +40,20 @@ export interface ModelSlot {
  * @example
  * ```ts
  * import type { GenerationResult } from "./run_generation.ts";
- * const r: GenerationResult = { text: "", completionTokens: 0, finishReason: "stop", aborted: true };
+ * const r: GenerationResult = {
+ *   text: "",
+ *   completionTokens: 0,
+ *   cachedTokens: 0,
+ *   finishReason: "stop",
+ *   aborted: true,
+ * };
  * ```
  */
 export interface GenerationResult {
   text: string;
   completionTokens: number;
+  /** Prompt tokens found in the slot's KV cache (not run again). */
+  cachedTokens: number;
   finishReason: FinishReason;
   /** The signal ended it. */
   aborted: boolean;
@@ -99,6 +112,7 @@ export async function runGeneration(
     maxTokens,
     stop: request.stop,
     signal,
+    cache: slot.cache,
   });
   let text = "";
   while (true) {
@@ -108,6 +122,7 @@ export async function runGeneration(
       return {
         text,
         completionTokens: r.value.generatedTokens,
+        cachedTokens: r.value.cachedTokens,
         finishReason: reason === "max_tokens" || reason === "context" ? "length" : "stop",
         aborted: reason === "aborted",
       };

@@ -60,7 +60,29 @@ Deno.test({
       }
       assert.equal(streamed, text);
       assert.equal(finish, whole.choices[0].finish_reason);
-      assert.deepEqual(usage, whole.usage);
+      // The one slot's KV cache holds the first request's prompt: the second runs only its
+      // last token again, and gives the same tokens.
+      assert.equal(whole.usage!.prompt_tokens_details?.cached_tokens, 0);
+      assert.deepEqual(usage, {
+        ...whole.usage,
+        prompt_tokens_details: { cached_tokens: whole.usage!.prompt_tokens - 1 },
+      });
+
+      // The next turn of the conversation runs only what was added to it.
+      const next = await client.chat.completions.create({
+        model: "smollm2",
+        messages: [...messages, { role: "assistant", content: text }, {
+          role: "user",
+          content: "And of Italy?",
+        }],
+        temperature: 0,
+        max_tokens: 8,
+      });
+      const cached = next.usage!.prompt_tokens_details!.cached_tokens!;
+      assert.ok(
+        cached >= whole.usage!.prompt_tokens && cached < next.usage!.prompt_tokens,
+        `cached ${cached} of ${next.usage!.prompt_tokens}`,
+      );
 
       // /v1/completions, whole and streamed, agree too.
       const c1 = await client.completions.create({
