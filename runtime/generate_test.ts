@@ -7,41 +7,18 @@ import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
+import { greedySampler, letterTokenizer } from "../tests/util/generation.ts";
 import { tinyGguf } from "../tests/util/tiny_gguf.ts";
-import {
-  generate,
-  type GenerateOptions,
-  type GenerationSampler,
-  type GenerationStats,
-  type GenerationTokenizer,
-} from "./generate.ts";
+import { generate, type GenerateOptions, type GenerationStats } from "./generate.ts";
 
 openKernels({ threads: 1 });
-
-/** A tokenizer whose every token is "a" and for which `eog` decides what ends generation. */
-function tokenizer(eog: (id: number) => boolean): GenerationTokenizer {
-  return {
-    encode: () => [],
-    isEog: eog,
-    tokenBytes: () => new Uint8Array([0x61]),
-  };
-}
-
-const greedy: GenerationSampler = {
-  sample(logits) {
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-    return best;
-  },
-  accept() {},
-};
 
 async function run(
   model: Transformer,
   eog: (id: number) => boolean,
   options: GenerateOptions,
 ): Promise<{ ids: number[]; stats: GenerationStats }> {
-  const it = generate(model, tokenizer(eog), greedy, [1, 2, 3], options);
+  const it = generate(model, letterTokenizer(eog), greedySampler, [1, 2, 3], options);
   const ids: number[] = [];
   while (true) {
     const r = await it.next();

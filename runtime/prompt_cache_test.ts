@@ -10,30 +10,13 @@ import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
-import {
-  generate,
-  type GenerationSampler,
-  type GenerationStats,
-  type GenerationTokenizer,
-} from "./generate.ts";
+import { generate, type GenerationStats } from "./generate.ts";
 import { PromptCache } from "./prompt_cache.ts";
+import { greedySampler, letterTokenizer } from "../tests/util/generation.ts";
 
 openKernels({ threads: 1 });
 
-const tokenizer: GenerationTokenizer = {
-  encode: () => [],
-  isEog: () => false,
-  tokenBytes: () => new Uint8Array([0x61]),
-};
-
-const greedy: GenerationSampler = {
-  sample(logits) {
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-    return best;
-  },
-  accept() {},
-};
+const tokenizer = letterTokenizer(() => false);
 
 interface Run {
   ids: number[];
@@ -48,7 +31,12 @@ async function run(
   cache?: PromptCache,
   signal?: AbortSignal,
 ): Promise<Run> {
-  const it = generate(model, tokenizer, greedy, prompt, { maxTokens, logprobs: 0, cache, signal });
+  const it = generate(model, tokenizer, greedySampler, prompt, {
+    maxTokens,
+    logprobs: 0,
+    cache,
+    signal,
+  });
   const ids: number[] = [];
   const logprobs: number[] = [];
   while (true) {
