@@ -240,6 +240,45 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
   }
 }
 
+/**
+ * The conversation's prompt with room for `room` answer tokens in `context`:
+ * the earliest messages after any leading system messages are left out, up
+ * to the next user message each time, until it fits. `prompt` is undefined when even the last message
+ * alone (after the system messages) does not fit. The messages themselves are
+ * not changed: drop `dropped` of them from `firstKept`.
+ *
+ * @example
+ * ```ts
+ * import { fitConversation } from "./generate.ts";
+ * const render = (m: readonly { role: string; content: string }[]) =>
+ *   m.flatMap((x) => x.content.split(" ").map(() => 0));
+ * const msgs = [
+ *   { role: "user", content: "a b c" },
+ *   { role: "assistant", content: "d e" },
+ *   { role: "user", content: "f" },
+ * ];
+ * console.log(fitConversation(msgs, render, 4, 1).dropped); // 2
+ * ```
+ */
+export function fitConversation<M extends { role: string }>(
+  messages: readonly M[],
+  render: (messages: readonly M[]) => number[],
+  context: number,
+  room: number,
+): { prompt?: number[]; firstKept: number; dropped: number } {
+  let firstKept = 0;
+  while (firstKept < messages.length && messages[firstKept].role === "system") firstKept++;
+  const system = messages.slice(0, firstKept);
+  for (let drop = 0; firstKept + drop < messages.length; drop++) {
+    // Keep the conversation starting with a user message: templates that
+    // check the roles alternate refuse anything else.
+    if (drop > 0 && messages[firstKept + drop].role !== "user") continue;
+    const prompt = render([...system, ...messages.slice(firstKept + drop)]);
+    if (prompt.length + room <= context) return { prompt, firstKept, dropped: drop };
+  }
+  return { firstKept, dropped: 0 };
+}
+
 /** `cflow chat`: an interactive conversation using the model's template. */
 export async function runChat(
   args: ModelArgs & { maxTokens: number; sampling: SamplerOptions; system?: string },
@@ -255,6 +294,17 @@ export async function runChat(
     // The KV cache keeps the conversation: each turn runs only what was added
     // since the last one (the user's message and the template's framing).
     const cache = new PromptCache(model);
+    const render = (m: readonly ChatMessage[]): number[] =>
+      tokenizer.encode(
+        renderChat(choice.template, m, {
+          bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
+          eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
+          addGenerationPrompt: true,
+        }),
+        { addSpecial: true, parseSpecial: true },
+      );
+    // Room kept for the answer when old messages must go to fit the context.
+    const room = Math.min(args.maxTokens, Math.floor(model.contextLength / 4));
     const enc = new TextEncoder();
     const lines = Deno.stdin.readable.pipeThrough(new TextDecoderStream("utf-8", { fatal: true }));
     const reader = lines.getReader();
@@ -286,12 +336,24 @@ export async function runChat(
         if (line === undefined) break;
         if (line.trim() === "") continue;
         messages.push({ role: "user", content: line });
-        const text = renderChat(choice.template, messages, {
-          bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
-          eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
-          addGenerationPrompt: true,
-        });
-        const prompt = tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
+        const fitted = fitConversation(messages, render, model.contextLength, room);
+        if (fitted.dropped > 0) {
+          console.error(
+            `(the ${fitted.dropped} earliest message${
+              fitted.dropped === 1 ? "" : "s"
+            } no longer fit the context of ${model.contextLength} tokens and were left out)`,
+          );
+          messages.splice(fitted.firstKept, fitted.dropped);
+        }
+        if (fitted.prompt === undefined) {
+          console.error(
+            `cflow: error: the message does not fit the context of ${model.contextLength} tokens ` +
+              `with room for an answer (use --ctx to raise it)`,
+          );
+          messages.pop();
+          continue;
+        }
+        const prompt = fitted.prompt;
         abort = new AbortController();
         sampler.reset();
         let answer = "";

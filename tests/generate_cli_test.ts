@@ -256,3 +256,23 @@ Deno.test("--chat-template wraps the prompt in the model's template, or in --tem
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("chat leaves out the earliest messages when the conversation outgrows the context", async () => {
+  const lines = Array.from({ length: 6 }, (_, i) => `Tell me a fact about the number ${i + 1}.`);
+  const r = await cflow(
+    ["chat", "--ctx", "128", "--max-tokens", "24", "--temperature", "0"],
+    new TextEncoder().encode(lines.join("\n") + "\n"),
+  );
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /earliest messages? no longer fit the context of 128 tokens/);
+  // Every line got an answer.
+  assert.ok(r.stdout.trim().split("\n").filter((l) => l.trim() !== "").length >= 6, r.stdout);
+  // A message that cannot fit even alone is refused, and the chat goes on.
+  const big = await cflow(
+    ["chat", "--ctx", "64", "--max-tokens", "8", "--temperature", "0"],
+    new TextEncoder().encode(`${"word ".repeat(80)}\nHi!\n`),
+  );
+  assert.equal(big.code, 0, big.stderr);
+  assert.match(big.stderr, /does not fit the context of 64 tokens/);
+  assert.ok(big.stdout.trim().length > 0, "the second line is answered");
+});
