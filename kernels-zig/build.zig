@@ -128,6 +128,8 @@ pub fn build(b: *std.Build) void {
         .linkage = .dynamic,
         .root_module = rootModule(b, optimize),
     });
+    // Export the cf_* functions only (kernels-zig/exports.map).
+    lib.setVersionScript(b.path("exports.map"));
     b.installArtifact(lib);
 
     const wasm_step = b.step("wasm", "Build the WebAssembly fallback into zig-out/wasm/cflow_kernels.wasm (ReleaseFast)");
