@@ -61,6 +61,22 @@ export class PromptCache {
   }
 
   /**
+   * True when every held token is the prompt's at its position: running
+   * `prompt` throws nothing away (the next turn of the conversation held
+   * here, or an empty record).
+   *
+   * @example
+   * ```ts ignore
+   * cache.extendedBy([1, 2, 3, 4]); // true when [1, 2] or [1, 2, 3, 4] is held
+   * ```
+   */
+  extendedBy(prompt: readonly number[]): boolean {
+    if (this.#tokens.length > prompt.length) return false;
+    for (let i = 0; i < this.#tokens.length; i++) if (this.#tokens[i] !== prompt[i]) return false;
+    return true;
+  }
+
+  /**
    * Keeps the first `n` tokens: the positions after them are about to be
    * overwritten, or were left half-written.
    */

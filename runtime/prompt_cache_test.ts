@@ -170,6 +170,8 @@ Deno.test("prompt cache: reusable() never covers the whole prompt; a record is t
     assert.equal(cache.reusable([1, 2, 3, 4, 5]), 4);
     assert.equal(cache.reusable([1, 9, 3]), 1);
     assert.equal(cache.reusable([7]), 0);
+    assert.ok(cache.extendedBy([1, 2, 3, 4]) && cache.extendedBy([1, 2, 3, 4, 5]));
+    assert.ok(!cache.extendedBy([1, 2, 3]) && !cache.extendedBy([1, 2, 9, 4, 5]));
     assert.throws(() => cache.append([5, 6, 7, 8, 9]), /exceed the context of 8/);
     assert.throws(() => cache.truncate(-1), RangeError);
     cache.truncate(2);

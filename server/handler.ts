@@ -149,7 +149,7 @@ async function complete(
   };
   let slot: ModelSlot;
   try {
-    slot = await state.pool.acquire(abort.signal);
+    slot = await state.pool.acquire(abort.signal, (s) => slotScore(s, prompt));
   } catch (error) {
     cleanup();
     throw error;
@@ -216,6 +216,22 @@ async function complete(
       "cache-control": "no-cache",
     },
   });
+}
+
+/**
+ * How well an idle instance suits `prompt`, from what its KV cache holds:
+ * first an instance whose every cached token the prompt repeats (the previous
+ * turn of this conversation, or a shared system prompt), the more the better;
+ * then an empty one (nothing of anyone's is thrown away); then the longest
+ * shared prefix. Equal scores go to the instance idle longest.
+ */
+function slotScore(slot: ModelSlot, prompt: readonly number[]): number {
+  const cache = slot.cache;
+  if (cache === undefined) return 0;
+  const held = cache.tokens.length;
+  if (held > 0 && cache.extendedBy(prompt)) return 2 ** 40 + held;
+  if (held === 0) return 2 ** 39;
+  return cache.reusable(prompt);
 }
 
 async function chatCompletions(state: ServerState, request: Request): Promise<Response> {

@@ -107,6 +107,44 @@ Deno.test({
 });
 
 Deno.test({
+  name: "serve: two conversations taking turns on two instances each keep their own KV cache",
+  ignore: !present,
+  async fn() {
+    await withServer({ parallel: 2 }, async (server) => {
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
+      const turn = async (history: { role: "user" | "assistant"; content: string }[]) => {
+        const r = await client.chat.completions.create({
+          model: "smollm2",
+          messages: history,
+          temperature: 0,
+          max_tokens: 12,
+        });
+        history.push({ role: "assistant", content: r.choices[0].message.content ?? "" });
+        return r.usage!;
+      };
+      const a = [{ role: "user" as const, content: "Name a primary color." }];
+      const b = [{ role: "user" as const, content: "Write the word hello in French." }];
+      const a1 = await turn(a);
+      const b1 = await turn(b);
+      // Each first turn finds nothing to reuse (b took the other, empty instance).
+      assert.equal(a1.prompt_tokens_details?.cached_tokens, 0);
+      assert.equal(b1.prompt_tokens_details?.cached_tokens, 0);
+      a.push({ role: "user", content: "And another one?" });
+      b.push({ role: "user", content: "And in Spanish?" });
+      const a2 = await turn(a);
+      const b2 = await turn(b);
+      // Each second turn lands on the instance that holds its first one.
+      for (const [first, second] of [[a1, a2], [b1, b2]]) {
+        assert.ok(
+          second.prompt_tokens_details!.cached_tokens! >= first.prompt_tokens,
+          `${JSON.stringify(second)} after ${JSON.stringify(first)}`,
+        );
+      }
+    });
+  },
+});
+
+Deno.test({
   name: "serve: bad requests get 400/401/404/405/413/415 with a JSON error; the server stays up",
   ignore: !present,
   async fn() {

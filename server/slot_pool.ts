@@ -54,14 +54,34 @@ export class SlotPool<T> {
   }
 
   /**
-   * A slot, now or when one frees up (in arrival order).
+   * A slot, now or when one frees up (in arrival order). With `prefer`, the
+   * idle slot it scores highest is taken, and of equal scores the one idle
+   * the longest (so a slot that scores well for someone else is kept for
+   * them); without it, the slot released last. A request that has to wait
+   * gets the next slot released, whatever its score: arrival order first.
+   *
+   * @example
+   * ```ts
+   * import { SlotPool } from "./slot_pool.ts";
+   * const pool = new SlotPool(["a", "b"], 4);
+   * console.log(await pool.acquire(undefined, (s) => (s === "b" ? 1 : 0))); // "b"
+   * ```
    *
    * @throws {ApiError} 503 when the queue is full; the signal's reason when it aborts first.
    */
-  acquire(signal?: AbortSignal): Promise<T> {
+  acquire(signal?: AbortSignal, prefer?: (slot: T) => number): Promise<T> {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const slot = this.#idle.pop();
-    if (slot !== undefined) return Promise.resolve(slot);
+    if (this.#idle.length > 0) {
+      let pick = this.#idle.length - 1;
+      if (prefer !== undefined) {
+        let best = -Infinity;
+        this.#idle.forEach((s, i) => {
+          const score = prefer(s);
+          if (score > best) [best, pick] = [score, i];
+        });
+      }
+      return Promise.resolve(this.#idle.splice(pick, 1)[0]);
+    }
     if (this.#queue.length >= this.#maxQueue) {
       return Promise.reject(
         new ApiError(503, "the server is busy: too many queued requests", {

@@ -21,3 +21,18 @@ Deno.test("slot pool: FIFO hand-off, aborted waiters leave the queue, bounded qu
   assert.equal(pool.idle, 1);
   assert.equal(pool.queued, 0);
 });
+
+Deno.test("slot pool: prefer picks the best-scoring idle slot, ties go to the one idle longest", async () => {
+  const pool = new SlotPool(["a", "b", "c"], 4);
+  const score: Record<string, number> = { a: 0, b: 5, c: 5 };
+  // b and c tie at 5: b has been idle longer (the pool lists its slots in order).
+  assert.equal(await pool.acquire(undefined, (s) => score[s]), "b");
+  assert.equal(await pool.acquire(undefined, (s) => score[s]), "c");
+  pool.release("b");
+  pool.release("c");
+  // Idle now: a (longest), b, c. All tie at 0: a.
+  assert.equal(await pool.acquire(undefined, () => 0), "a");
+  // Without prefer: the slot released last.
+  assert.equal(await pool.acquire(), "c");
+  assert.equal(pool.idle, 1);
+});
