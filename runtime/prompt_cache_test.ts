@@ -64,6 +64,24 @@ function sameRun(got: Run, want: Run, what: string): void {
 }
 
 const FIXTURES = new URL("../tests/fixtures/", import.meta.url).pathname;
+
+/** Runs `body` on `src` (a `.cflow` as it is, an HF folder converted to Q8_0 in a temporary folder). */
+async function withModelFile(src: string, body: (path: string) => Promise<void>): Promise<void> {
+  if (src.endsWith(".cflow")) return await body(src);
+  const dir = await Deno.makeTempDir({ prefix: "cflow-prompt-cache-" });
+  try {
+    const path = `${dir}/model.cflow`;
+    await convertFile(src, path, {
+      format: "cflow",
+      quant: "q8_0",
+      rule: "ggml",
+      measureError: false,
+    });
+    await body(path);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
 const CASES: [string, string][] = [
   ["gemma3 (sliding window 4)", `${FIXTURES}hf_logits/gemma3`],
   ["llama (GQA)", `${FIXTURES}hf_logits/llama_gqa_untied`],
@@ -76,18 +94,7 @@ const CASES: [string, string][] = [
 
 for (const [name, src] of CASES) {
   Deno.test(`prompt cache, ${name}: each turn runs only the new tokens and matches a fresh instance bit for bit`, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "cflow-prompt-cache-" });
-    try {
-      let path = src;
-      if (!src.endsWith(".cflow")) {
-        path = `${dir}/model.cflow`;
-        await convertFile(src, path, {
-          format: "cflow",
-          quant: "q8_0",
-          rule: "ggml",
-          measureError: false,
-        });
-      }
+    await withModelFile(src, async (path) => {
       using model = Transformer.load(path, { contextLength: 96 });
       const vocab = model.config.vocab;
       const tok = (i: number) => (i * 37 + 11) % vocab;
@@ -117,22 +124,12 @@ for (const [name, src] of CASES) {
       const t4 = await run(model, p3, 5, cache);
       assert.equal(t4.stats.cachedTokens, p3.length - 1);
       sameRun(t4, t3, "repeated prompt");
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   });
 }
 
 Deno.test("prompt cache: an aborted prefill leaves only the shared prefix recorded", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "cflow-prompt-cache-" });
-  try {
-    const path = `${dir}/model.cflow`;
-    await convertFile(`${FIXTURES}hf_logits/llama_gqa_tied`, path, {
-      format: "cflow",
-      quant: "q8_0",
-      rule: "ggml",
-      measureError: false,
-    });
+  await withModelFile(`${FIXTURES}hf_logits/llama_gqa_tied`, async (path) => {
     using model = Transformer.load(path, { contextLength: 96 });
     const cache = new PromptCache(model);
     const p1 = Array.from({ length: 12 }, (_, i) => (i * 13 + 5) % model.config.vocab);
@@ -147,21 +144,11 @@ Deno.test("prompt cache: an aborted prefill leaves only the shared prefix record
     const again = await run(model, p2, 4, cache);
     assert.equal(again.stats.cachedTokens, 5);
     sameRun(again, await fresh(path, p2, 4), "after an abort");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("prompt cache: reusable() never covers the whole prompt; a record is tied to its instance", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "cflow-prompt-cache-" });
-  try {
-    const path = `${dir}/model.cflow`;
-    await convertFile(`${FIXTURES}hf_logits/qwen2`, path, {
-      format: "cflow",
-      quant: "q8_0",
-      rule: "ggml",
-      measureError: false,
-    });
+  await withModelFile(`${FIXTURES}hf_logits/qwen2`, async (path) => {
     using a = Transformer.load(path, { contextLength: 8 });
     using b = Transformer.load(path, { contextLength: 8 });
     const cache = new PromptCache(a);
@@ -177,7 +164,5 @@ Deno.test("prompt cache: reusable() never covers the whole prompt; a record is t
     cache.truncate(2);
     assert.deepEqual(cache.tokens, [1, 2]);
     await assert.rejects(() => run(b, [1, 2, 3], 2, cache), /another model instance/);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
