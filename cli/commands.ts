@@ -182,6 +182,14 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: "Q4 rounding rule: ggml (default) | paper (docs/FORMAT.md)",
     },
     {
+      name: "output-quant",
+      type: "string",
+      arg: "Q",
+      values: ["auto", "q4_0", "q8_0", "f32"],
+      help:
+        "type of the output matrix (the tied embedding): auto (default: q8_0 in a q4_0 file unless the source has it as Q4_0, as llama.cpp does) | q4_0 | q8_0 | f32",
+    },
+    {
       name: "report-error",
       type: "boolean",
       help: "print RMS and max-abs error of every requantized matrix",
@@ -336,6 +344,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "format",
       ["quant", "weight type: q4_0 (default) | q8_0 | f32"],
       "q4-rule",
+      "output-quant",
       "report-error",
       "force",
       "threads",

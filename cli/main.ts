@@ -255,11 +255,21 @@ export async function main(args: string[]): Promise<number> {
         if (rule !== "ggml" && rule !== "paper") {
           throw new UsageError(`--q4-rule must be ggml or paper, not '${rule}'`);
         }
+        const outputQuant = str(p, "output-quant") ?? "auto";
+        if (
+          outputQuant !== "auto" && outputQuant !== "q4_0" && outputQuant !== "q8_0" &&
+          outputQuant !== "f32"
+        ) {
+          throw new UsageError(
+            `--output-quant must be auto, q4_0, q8_0 or f32, not '${outputQuant}'`,
+          );
+        }
         openKernels(options);
         return await runConvert(input, output, {
           format,
           quant,
           rule,
+          outputQuant,
           measureError: flag(p, "report-error"),
           force: flag(p, "force"),
         }, json);

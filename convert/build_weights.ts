@@ -45,6 +45,14 @@ export type TargetQuant = "q4_0" | "q8_0" | "f32";
 export interface BuildOptions {
   /** Target weight type. */
   quant: TargetQuant;
+  /**
+   * Type of the output matrix (the token embedding when the model ties the
+   * two), which every token reads whole and whose rounding reaches the logits
+   * directly. Default: `quant`. `"auto"`: as llama.cpp's quantizer keeps it at
+   * higher precision, Q8_0 in a Q4_0 file unless the source already stores it
+   * as Q4_0; otherwise `quant`.
+   */
+  outputQuant?: TargetQuant | "auto";
   /** Q4 rounding rule. */
   rule: Q4Rule;
   /** Measure RMS and max-abs error of every requantized matrix. */
@@ -141,7 +149,15 @@ export function buildModelWeights(
   reports: MatrixReport[],
 ): ModelWeights {
   const h = source.hyper;
-  const type = TYPE_OF[options.quant];
+  const baseType = TYPE_OF[options.quant];
+  /** The tile type of a matrix: the output matrix's may differ (see BuildOptions.outputQuant). */
+  const typeOf = (role: Role, t: SourceTensor): number => {
+    const output = role === "output" || (role === "token_embd" && h.tiedEmbeddings);
+    const choice = options.outputQuant;
+    if (!output || choice === undefined) return baseType;
+    if (choice !== "auto") return TYPE_OF[choice];
+    return baseType === TILE_TYPE.Q4_0 && t.typeName !== "Q4_0" ? TILE_TYPE.Q8_0 : baseType;
+  };
   const q = h.heads * h.headDim;
   const kv = h.kvHeads * h.headDim;
 
@@ -157,6 +173,7 @@ export function buildModelWeights(
     if (t === undefined) return undefined;
     const slice = t.experts > 0 ? expert ?? 0 : undefined;
     if (t.rows !== rows || t.cols !== cols) throw shapeError(source, t, rows, cols);
+    const type = typeOf(role, t);
     const lossless = t.rawRows !== undefined && TYPE_NAME[type] === t.typeName &&
       (type !== TILE_TYPE.Q4_0 || options.rule === "ggml");
     const report: MatrixReport = {
@@ -332,7 +349,7 @@ export function buildModelWeights(
     tileRows: 128,
     tileCols: 256,
     quantGroup: 32,
-    quantType: type,
+    quantType: baseType,
     slidingWindow: h.slidingWindow,
     slidingPattern: h.slidingPattern,
     denseDelay: num("dense_delay", 0),

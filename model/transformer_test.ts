@@ -43,7 +43,10 @@ interface QuantReference extends Reference {
  * transformers on the Q8_0/Q4_0-rounded weights with Q8_0-rounded projection inputs: the
  * arithmetic a quantized `.cflow` performs (gen_hf_quant_logits.py).
  */
-function quantReference(name: string, quant: "q8_0" | "q4_0"): QuantReference {
+function quantReference(
+  name: string,
+  quant: "q8_0" | "q4_0" | "q4_0_out_q8_0",
+): QuantReference {
   const j = JSON.parse(Deno.readTextFileSync(`${FIXTURES}${name}/quant_logits.json`));
   const q = j[quant];
   return {
@@ -71,16 +74,19 @@ interface Result {
 /** Converts the fixture once and runs it under each set of load options. */
 async function run(
   name: string,
-  quant: "f32" | "q8_0" | "q4_0",
+  quant: "f32" | "q8_0" | "q4_0" | "q4_0_out_q8_0",
   loads: { packed?: boolean; kvCache?: "f16" | "f32" }[] = [{}],
   ref: Reference = reference(name),
 ): Promise<Result[]> {
   const dir = await Deno.makeTempDir({ prefix: "cflow-logits-" });
   try {
     const out = `${dir}/${name}.cflow`;
+    // q4_0_out_q8_0: what `--output-quant auto` makes of an f32 source.
+    const outputQuant = quant === "q4_0_out_q8_0" ? "auto" : undefined;
     await convertFile(`${FIXTURES}${name}`, out, {
       format: "cflow",
-      quant,
+      quant: quant === "q4_0_out_q8_0" ? "q4_0" : quant,
+      outputQuant,
       rule: "ggml",
       measureError: false,
     });
@@ -165,7 +171,7 @@ for (const name of MODELS) {
 // A wrong scale, rounding rule or block layout moves every position, by far more.
 const MAX_REL_QUANTUM = 0.05;
 for (const name of MODELS) {
-  for (const quant of ["q8_0", "q4_0"] as const) {
+  for (const quant of ["q8_0", "q4_0", "q4_0_out_q8_0"] as const) {
     Deno.test(`${name}: ${quant} computes what transformers computes on the same rounded weights and Q8_0 inputs`, async () => {
       const ref = quantReference(name, quant);
       const results = await run(name, quant, [

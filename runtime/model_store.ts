@@ -90,7 +90,11 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
   const quant = options.quant ?? "q4_0";
   const real = await Deno.realPath(path);
   const info = await Deno.stat(real);
-  const key = await shortHash(`${real}\0${info.size}\0${info.mtime?.getTime()}\0${quant}\0cflow-5`);
+  // "out-auto": the output matrix follows BuildOptions.outputQuant "auto" (conversions made before
+  // that policy are not reused).
+  const key = await shortHash(
+    `${real}\0${info.size}\0${info.mtime?.getTime()}\0${quant}\0cflow-5\0out-auto`,
+  );
   const dir = options.cache ?? cacheDir();
   await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
   const base = real.split("/").filter((p) => p !== "").pop() ?? "model";
@@ -106,6 +110,7 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
     format: "cflow",
     quant,
     rule: "ggml",
+    outputQuant: "auto",
     measureError: false,
     progress: options.progress,
   });

@@ -188,17 +188,28 @@ Deno.test({
     );
     const dir = await Deno.makeTempDir({ prefix: "cflow-hf-smollm2-" });
     /** Converts the GGUF to `quant`, runs every position, deletes the converted file. */
-    const run = async (quant: TargetQuant, kvCache: "f16" | "f32"): Promise<Agreement> => {
+    const run = async (
+      quant: TargetQuant,
+      kvCache: "f16" | "f32",
+      outputQuant?: "auto",
+    ): Promise<Agreement> => {
+      const label = outputQuant === undefined ? quant : `${quant} (output auto)`;
       const out = `${dir}/smollm2-${quant}.cflow`;
       const c0 = performance.now();
-      await convertFile(GGUF, out, { format: "cflow", quant, rule: "ggml", measureError: false });
+      await convertFile(GGUF, out, {
+        format: "cflow",
+        quant,
+        outputQuant,
+        rule: "ggml",
+        measureError: false,
+      });
       console.log(
-        `hf_smollm2 ${quant}: converted in ${f((performance.now() - c0) / 1000, 1)} s ` +
+        `hf_smollm2 ${label}: converted in ${f((performance.now() - c0) / 1000, 1)} s ` +
           `(${f((await Deno.stat(out)).size / 1e6, 1)} MB)`,
       );
       try {
         using model = Transformer.load(out, { contextLength: hf.tokens.length, kvCache });
-        return compare(model, hf, `${quant} (${kvCache} KV cache)`);
+        return compare(model, hf, `${label} (${kvCache} KV cache)`);
       } finally {
         await Deno.remove(out);
       }
@@ -224,6 +235,16 @@ Deno.test({
         );
         assert.ok(q8a.decided >= MIN_Q8_0_DECIDED, `Q8_0 decided agreement ${q8a.decided}`);
         assert.ok(q4 >= MIN_Q4_0_AGREEMENT, `Q4_0 agreement ${q4} < ${MIN_Q4_0_AGREEMENT}`);
+        // What `cflow convert` and the model cache write: the output matrix (here the tied
+        // embedding, Q8_0 in the source) kept at Q8_0. It must not do worse than all-Q4_0.
+        const q4out = (await run("q4_0", "f16", "auto")).rate;
+        console.log(
+          `hf_smollm2 top-1 vs transformers f32: cflow q4_0 with Q8_0 output ${f(100 * q4out, 1)}%`,
+        );
+        assert.ok(
+          q4out >= q4,
+          `Q4_0 with a Q8_0 output matrix agrees less (${q4out}) than all-Q4_0 (${q4})`,
+        );
       });
     } finally {
       await Deno.remove(dir, { recursive: true });
