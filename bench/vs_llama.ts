@@ -80,7 +80,7 @@
  * `--gate-only` runs the agreement check alone. `--quick` is a smoke run: 2 repetitions instead
  * of 5, everything else as ever (fewer agreement positions would make the 95% criterion a coin
  * toss: on SmolLM2 Q8_0 the first 128 positions agreed at 93%, the first 512 at 96.5%, all
- * 1,067 at 96.8%). On a machine shared with other work every number is noisy; only ratios
+ * 1,067 at 96.8% when this was written, 97.0% now). On a machine shared with other work every number is noisy; only ratios
  * measured in one run mean anything.
  *
  * @module
