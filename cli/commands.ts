@@ -283,7 +283,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "an interactive chat using the model's chat template",
     description:
       "Reads one user message per line from stdin and answers with the model's own chat\n" +
-      "template (or --template). Ctrl-C stops the current answer; end of input ends the chat.",
+      "template (or --template). Ctrl-C stops the current answer; end of input ends the chat.\n" +
+      "A line that is only /clear starts the conversation over (the system message stays);\n" +
+      "/bye or /exit ends the chat.",
     options: ["system", ...MODEL, ...SAMPLING, "template"],
     examples: [
       'cflow chat --system "You are terse."',

@@ -334,7 +334,14 @@ export async function runChat(
         if (interactive) await Deno.stdout.write(enc.encode("> "));
         const line = await readLine();
         if (line === undefined) break;
-        if (line.trim() === "") continue;
+        const command = line.trim();
+        if (command === "") continue;
+        if (command === "/bye" || command === "/exit") break;
+        if (command === "/clear") {
+          messages.splice(args.system ? 1 : 0);
+          console.error("(conversation cleared)");
+          continue;
+        }
         messages.push({ role: "user", content: line });
         const fitted = fitConversation(messages, render, model.contextLength, room);
         if (fitted.dropped > 0) {

@@ -276,3 +276,23 @@ Deno.test("chat leaves out the earliest messages when the conversation outgrows 
   assert.match(big.stderr, /does not fit the context of 64 tokens/);
   assert.ok(big.stdout.trim().length > 0, "the second line is answered");
 });
+
+Deno.test("chat: /clear starts the conversation over, /bye ends it", async () => {
+  const chat = async (input: string) => {
+    const r = await cflow(
+      ["chat", "--max-tokens", "6", "--temperature", "0"],
+      new TextEncoder().encode(input),
+    );
+    assert.equal(r.code, 0, r.stderr);
+    return r;
+  };
+  const hi = await chat("Hi!\n");
+  const sum = await chat("What is 2+2?\n");
+  // After /clear the second question is answered as if it came first.
+  const cleared = await chat("Hi!\n/clear\nWhat is 2+2?\n");
+  assert.equal(cleared.stdout, hi.stdout + sum.stdout);
+  assert.match(cleared.stderr, /conversation cleared/);
+  // Nothing after /bye is read.
+  assert.equal((await chat("Hi!\n/bye\nWhat is 2+2?\n")).stdout, hi.stdout);
+  assert.equal((await chat("Hi!\n  /exit \nWhat is 2+2?\n")).stdout, hi.stdout);
+});
