@@ -109,6 +109,14 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: "disk tier: MiB of LRU expert cache beyond the reads in flight (default 0)",
     },
     {
+      name: "packed",
+      type: "string",
+      arg: "MODE",
+      values: ["auto", "on", "off"],
+      help:
+        "repack weights into SIMD panels at load: auto (default: on for every SIMD variant) | on | off",
+    },
+    {
       name: "evict",
       type: "string",
       arg: "MODE",
@@ -233,6 +241,7 @@ const MODEL = [
   "ctx",
   "kv-cache",
   "threads",
+  "packed",
   "evict",
   "expert-tier",
   "expert-fetch",

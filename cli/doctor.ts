@@ -7,7 +7,14 @@
  * @module
  */
 
-import { type KernelOptions, openKernels, type VariantName, VARIANTS } from "../ffi/mod.ts";
+import {
+  type KernelOptions,
+  openKernels,
+  PANEL_KERNELS,
+  panelsByDefault,
+  type VariantName,
+  VARIANTS,
+} from "../ffi/mod.ts";
 import { VERSION } from "../version.ts";
 
 /**
@@ -35,6 +42,8 @@ export interface DoctorReport {
     variantSource: string;
     supported: VariantName[];
     disabledFeatures: string[];
+    /** Whether `--packed auto` packs weights into panels on this variant, and its panel kernel. */
+    panels: { default: boolean; kernel: string };
   };
   threads: { count: number; source: string };
   /** FFI as granted: "not used" with the WebAssembly kernels under a scoped or no grant. */
@@ -86,6 +95,7 @@ export function diagnose(options: KernelOptions): DoctorReport {
       variantSource,
       supported: k.supportedVariants(k.disabledFeatures),
       disabledFeatures: [...k.disabledFeatures],
+      panels: { default: panelsByDefault(k.variant), kernel: PANEL_KERNELS[k.variant] },
     },
     threads: { count: k.threads, source: threadSource },
     permissions: {
@@ -118,6 +128,9 @@ export function formatReport(r: DoctorReport): string {
     `features    ${r.cpu.features.join(" ")}`,
     `variants    ${variants.join(", ")}`,
     `kernel      ${r.kernels.variant} (${r.kernels.variantSource})`,
+    `weights     ${
+      r.kernels.panels.default ? "packed into panels at load" : "tiles read in place"
+    } (--packed auto; panel kernel: ${r.kernels.panels.kernel})`,
     `backend     ${
       r.kernels.backend === "native"
         ? "native library (FFI)"

@@ -34,6 +34,8 @@ export interface ModelArgs {
   kvCache: "f16" | "f32";
   quant: TargetQuant;
   json: boolean;
+  /** Whether weights are repacked into panels at load (default auto). */
+  packed?: "auto" | "on" | "off";
   /** When packed weights' file pages are dropped. */
   evict?: "never" | "after-pack" | "phase-boundary";
   /** Where expert tiles are read from. */
@@ -75,6 +77,7 @@ export async function openSession(args: ModelArgs): Promise<Session> {
   const { model, tokenizer } = openModel(path, {
     contextLength: args.ctx,
     kvCache: args.kvCache,
+    packed: packedOption(args.packed),
     evict: args.evict,
     expertTier: args.expertTier,
     expertFetch: args.expertFetch,
@@ -82,6 +85,11 @@ export async function openSession(args: ModelArgs): Promise<Session> {
     packProgress: progressBar({ label: "loading", delayMs: 300 }),
   });
   return { model, tokenizer, path };
+}
+
+/** `--packed auto|on|off` as the model option. */
+export function packedOption(mode: ModelArgs["packed"]): boolean | "auto" {
+  return mode === "on" ? true : mode === "off" ? false : "auto";
 }
 
 /** Reads the prompt from stdin (bounded, strict UTF-8). */
@@ -199,6 +207,8 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
           generated_tokens: stats.generatedTokens,
           peak_rss_mib: rss,
           stop_reason: stats.stopReason,
+          kernel_variant: model.kernelVariant,
+          weights: model.loadStats.packed ? "panels" : "tiles",
           pack_ms: model.loadStats.packMs,
           evict: model.evictMode,
           ...(stats.memory && {

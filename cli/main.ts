@@ -296,6 +296,7 @@ export async function main(args: string[]): Promise<number> {
           ctx: ctx === undefined ? undefined : int(ctx, "--ctx", 4, 1 << 20),
           kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
           quant: choice(str(p, "quant") ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
+          packed: choice(str(p, "packed") ?? "auto", "--packed", ["auto", "on", "off"] as const),
           evict: choice(
             str(p, "evict") ?? "after-pack",
             "--evict",

@@ -6,7 +6,7 @@
  */
 
 import { startServer } from "../server/mod.ts";
-import { type ModelArgs, resolveForCli } from "./generate.ts";
+import { type ModelArgs, packedOption, resolveForCli } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
 
 /** Settings of `cflow serve`, already parsed. */
@@ -39,6 +39,7 @@ export async function runServe(args: ServeArgs): Promise<number> {
     apiKey: args.apiKey,
     contextLength: args.ctx,
     kvCache: args.kvCache,
+    packed: packedOption(args.packed),
     template: args.template,
   });
   const stop = () => void server.close();

@@ -105,7 +105,39 @@ export function kernelOptionsFromEnv(
 }
 
 /**
- * Parses a variant name ("auto", "scalar", "avx2", "avx512vnni").
+ * The packed-panel kernel of each variant (docs/KERNELS.md, "Packed 16-row
+ * panels"): its dot-product primitive and the panel rows one vector holds.
+ *
+ * @example
+ * ```ts
+ * import { PANEL_KERNELS } from "./kernels.ts";
+ * console.log(PANEL_KERNELS.avx2); // "vpmaddubsw + vpmaddwd, 8 rows per ymm"
+ * ```
+ */
+export const PANEL_KERNELS: Readonly<Record<VariantName, string>> = {
+  scalar: "scalar loop, one value at a time",
+  avx2: "vpmaddubsw + vpmaddwd, 8 rows per ymm",
+  avxvnni: "vpdpbusd, 8 rows per ymm",
+  avx512vnni: "vpdpbusd, 16 rows per zmm",
+};
+
+/**
+ * Whether weights are packed into panels at load by default on a variant:
+ * where panels measured faster than the row kernels over tiles (every SIMD
+ * variant; the scalar loop over panels is slower than the scalar rows).
+ *
+ * @example
+ * ```ts
+ * import { panelsByDefault } from "./kernels.ts";
+ * console.log(panelsByDefault("avx2"), panelsByDefault("scalar")); // true false
+ * ```
+ */
+export function panelsByDefault(variant: VariantName): boolean {
+  return variant !== "scalar";
+}
+
+/**
+ * Parses a variant name ("auto", "scalar", "avx2", "avxvnni", "avx512vnni").
  *
  * @example
  * ```ts

@@ -225,6 +225,16 @@ Deno.test("the best variant is chosen by default", () => {
 Deno.test("disabled features select a lower variant; forcing an impossible one is refused", () => {
   k.configure({ variant: "auto", threads: 1, disable: ["avx512vnni"] });
   assert.notEqual(k.variant, "avx512vnni");
+  // Without AVX-512 VNNI, AVX-VNNI (256-bit vpdpbusd) is next, then plain AVX2.
+  const features = k.cpuFeatures();
+  if (features.includes("avxvnni") && features.includes("avx2")) {
+    assert.equal(k.variant, "avxvnni");
+  } else {
+    console.log("avxvnni not run: this CPU lacks AVX-VNNI");
+  }
+  k.configure({ variant: "auto", threads: 1, disable: ["avx512vnni", "avxvnni"] });
+  if (features.includes("avx2")) assert.equal(k.variant, "avx2");
+  assert.throws(() => k.configure({ variant: "avxvnni", disable: ["avxvnni"] }), KernelLoadError);
   k.configure({ variant: "auto", threads: 1, disable: ["avx2", "avx512f"] });
   assert.equal(k.variant, "scalar");
   assert.throws(

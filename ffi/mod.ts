@@ -41,6 +41,8 @@ export {
   MAX_THREADS,
   openKernels,
   openWasmKernels,
+  PANEL_KERNELS,
+  panelsByDefault,
   parseFeatures,
   parseThreads,
   parseVariant,

@@ -267,7 +267,8 @@ export const STATUS = {
 export const IO_BASE: number = -1000;
 
 /**
- * Kernel variant names and their ABI ids, in increasing order of ISA needs.
+ * Kernel variant names and their ABI ids, in increasing order of ISA needs
+ * (`avxvnni`, AVX2 with 256-bit VNNI, came last and has the highest id).
  *
  * @example
  * ```ts
@@ -275,7 +276,7 @@ export const IO_BASE: number = -1000;
  * console.log(VARIANTS.avx512vnni); // 3
  * ```
  */
-export const VARIANTS = { scalar: 1, avx2: 2, avx512vnni: 3 } as const;
+export const VARIANTS = { scalar: 1, avx2: 2, avxvnni: 4, avx512vnni: 3 } as const;
 
 /**
  * Name of a kernel variant.

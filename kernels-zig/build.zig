@@ -15,7 +15,7 @@
 
 const std = @import("std");
 
-const Variant = enum(u32) { scalar = 1, avx2 = 2, avx512vnni = 3 };
+const Variant = enum(u32) { scalar = 1, avx2 = 2, avx512vnni = 3, avxvnni = 4 };
 
 fn variantQuery(v: Variant) std.Target.Query {
     var q = baseQuery();
@@ -25,6 +25,10 @@ fn variantQuery(v: Variant) std.Target.Query {
         .avx512vnni => {
             q.cpu_model = .{ .explicit = &std.Target.x86.cpu.x86_64_v4 };
             q.cpu_features_add = std.Target.x86.featureSet(&.{.avx512vnni});
+        },
+        .avxvnni => {
+            q.cpu_model = .{ .explicit = &std.Target.x86.cpu.x86_64_v3 };
+            q.cpu_features_add = std.Target.x86.featureSet(&.{.avxvnni});
         },
     }
     return q;
@@ -49,6 +53,7 @@ fn hostRuns(b: *std.Build, v: Variant) bool {
         .scalar => true,
         .avx2 => has(f, .avx2) and has(f, .fma) and has(f, .f16c) and has(f, .bmi2),
         .avx512vnni => has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512dq) and has(f, .avx512vnni),
+        .avxvnni => hostRuns(b, .avx2) and has(f, .avxvnni),
     };
 }
 

@@ -18,9 +18,11 @@ import {
   openKernels,
   packedBytes,
   packRun,
+  panelsByDefault,
   type Plan,
   PlanBuilder,
   RUN_KIND,
+  type VariantName,
   type WeightRun,
 } from "../ffi/mod.ts";
 import { createStage, type DirectFile, openDirect, type Stage } from "../ffi/io.ts";
@@ -165,11 +167,12 @@ export interface TransformerOptions {
   /** Verify section checksums at load. */
   verifyChecksums?: boolean;
   /**
-   * Repack Q4_0/Q8_0 tiles into 16-row panels at load (docs/KERNELS.md).
-   * Default: on where the kernels have a VNNI panel kernel (avx512vnni),
-   * off elsewhere, where the row kernels are faster.
+   * Repack Q4_0/Q8_0 tiles into 16-row panels at load (docs/KERNELS.md):
+   * `true`, `false`, or `"auto"` (the default): on where panels measured
+   * faster than the row kernels over tiles, i.e. every SIMD variant (avx2,
+   * avxvnni, avx512vnni), off for the scalar one (`panelsByDefault`).
    */
-  packed?: boolean;
+  packed?: boolean | "auto";
   /**
    * After packing, drop the file's pages that were packed (madvise
    * DONTNEED) so that the weights are resident once (default true). Same as
@@ -365,7 +368,11 @@ export class Transformer {
 
     // Weights: the tiled runs of the file, packed into panels where that is faster.
     const packStart = performance.now();
-    const wantPacked = options.packed ?? this.#k.variant === "avx512vnni";
+    const packed = options.packed ?? "auto";
+    if (packed !== true && packed !== false && packed !== "auto") {
+      throw new RangeError(`model: packed ${packed} is not true, false or "auto"`);
+    }
+    const wantPacked = packed === "auto" ? panelsByDefault(this.#k.variant) : packed;
     const runs = this.#collectRuns();
     this.#evict = options.evict ?? (options.evictSource === false ? "never" : "after-pack");
     if (!["never", "after-pack", "phase-boundary"].includes(this.#evict)) {
@@ -1485,6 +1492,11 @@ export class Transformer {
    */
   endPrefill(): void {
     if (this.#evict === "phase-boundary") this.evictSource();
+  }
+
+  /** The kernel variant this model's plan runs on (`./cflow doctor`). */
+  get kernelVariant(): VariantName {
+    return this.#k.variant;
   }
 
   /** The eviction mode chosen at load. */

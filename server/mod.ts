@@ -66,6 +66,8 @@ export interface ServerOptions {
   contextLength?: number;
   /** KV cache type (default f16). */
   kvCache?: "f16" | "f32";
+  /** Repack weights into panels at load (default "auto"; `TransformerOptions.packed`). */
+  packed?: boolean | "auto";
   /** A Jinja chat template to use instead of the model's own. */
   template?: string;
   /** Request bounds (default {@link DEFAULT_LIMITS}). */
@@ -132,6 +134,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       const opened = openModel(options.model, {
         contextLength: options.contextLength,
         kvCache: options.kvCache ?? "f16",
+        packed: options.packed ?? "auto",
       });
       slots.push({ ...opened, cache: new PromptCache(opened.model) });
     }

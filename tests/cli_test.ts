@@ -61,6 +61,14 @@ Deno.test("doctor reports the toolchain, the best variant and scoped FFI", async
   const text = await cflow(["doctor"]);
   assert.equal(text.code, 0);
   assert.match(text.stdout, new RegExp(`kernel\\s+${report.kernels.variant} \\(auto`));
+  // Panels are the default on every SIMD variant, and doctor names the kernel.
+  assert.equal(report.kernels.panels.default, report.kernels.variant !== "scalar");
+  assert.match(
+    text.stdout,
+    /weights\s+packed into panels at load \(--packed auto; panel kernel: vp/,
+  );
+  const scalar = await doctor({ CFLOW_KERNEL_VARIANT: "scalar" });
+  assert.equal(scalar.kernels.panels.default, false);
 });
 
 Deno.test("CFLOW_KERNEL_VARIANT forces each supported variant", async () => {

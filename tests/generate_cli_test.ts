@@ -63,6 +63,18 @@ Deno.test("generate --json: text, ids, fnv1a64 hash and stats; greedy output is 
   const b = JSON.parse((await cflow(args)).stdout);
   assert.equal(b.hash, r.hash, "same greedy output twice");
   console.log(`greedy: ${JSON.stringify(r.text)} ${r.hash}`);
+  // Which path ran: the variant, and panels (the default on SIMD variants) or tiles.
+  assert.match(r.stats.kernel_variant, /^(scalar|avx2|avxvnni|avx512vnni)$/);
+  assert.equal(r.stats.weights, r.stats.kernel_variant === "scalar" ? "tiles" : "panels");
+  const off = JSON.parse((await cflow([...args, "--packed", "off"])).stdout);
+  assert.equal(off.stats.weights, "tiles");
+  assert.equal(off.stats.pack_ms, 0);
+  const on = JSON.parse((await cflow([...args, "--packed", "on"])).stdout);
+  assert.equal(on.stats.weights, "panels");
+  assert.equal(on.hash, r.stats.weights === "panels" ? r.hash : on.hash);
+  const bad = await cflow([...args, "--packed", "yes"]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--packed/);
 });
 
 Deno.test("generate streams text to stdout and one stats line to stderr; seeds reproduce", async () => {

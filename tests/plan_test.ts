@@ -194,3 +194,53 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "panels on every SIMD variant: batches and threads bit-identical, avx2 equals avxvnni",
+  ignore: !present,
+  async fn(t) {
+    const dir = await Deno.makeTempDir({ prefix: "cflow-plan-variants-" });
+    const k = openKernels({ threads: 1 });
+    const supported = k.supportedVariants();
+    const simd = (["avx2", "avxvnni", "avx512vnni"] as const).filter((v) => supported.includes(v));
+    const missing = (["avx2", "avxvnni", "avx512vnni"] as const).filter((v) => !simd.includes(v));
+    if (missing.length > 0) {
+      console.log(`panel kernels not run (this CPU lacks them): ${missing.join(", ")}`);
+    }
+    try {
+      for (const quant of ["q8_0", "q4_0"] as const) {
+        const path = `${dir}/smollm2.${quant}.cflow`;
+        await convertFile(GGUF, path, {
+          format: "cflow",
+          quant,
+          rule: "ggml",
+          measureError: false,
+        });
+        const byVariant = new Map<string, Float32Array>();
+        for (const variant of simd) {
+          await t.step(`${quant} ${variant}: batched prefill = forward, 1 = 2 threads`, () => {
+            openKernels({ variant, threads: 2 });
+            using batched = Transformer.load(path, { contextLength: 256, batch: 64 });
+            assert.ok(batched.loadStats.packed, `${variant}: panels are the default`);
+            assert.equal(batched.kernelVariant, variant);
+            const got = batched.prefill(PROMPT, 0).slice();
+            openKernels({ variant, threads: 1 });
+            using single = Transformer.load(path, { contextLength: 256 });
+            let want: Float32Array = new Float32Array(0);
+            PROMPT.forEach((tok, pos) => want = single.forward(tok, pos));
+            sameBits(got, want, `${quant} ${variant}`);
+            byVariant.set(variant, got);
+          });
+        }
+        // The maddubs and the 256-bit vpdpbusd panels compute the same integers, and every
+        // float operation of the two variants is the same 8-lane code.
+        if (byVariant.has("avx2") && byVariant.has("avxvnni")) {
+          sameBits(byVariant.get("avxvnni")!, byVariant.get("avx2")!, `${quant} avxvnni vs avx2`);
+        }
+      }
+    } finally {
+      openKernels({ variant: "auto", threads: 1 });
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -55,11 +55,14 @@ pub fn ioStatus(errno: i32) i32 {
     return io_base - errno;
 }
 
-/// Kernel variants, in increasing order of ISA requirements.
+/// Kernel variants. Ids are stable; `avxvnni` (AVX2 plus the 256-bit,
+/// VEX-encoded `vpdpbusd` of Alder Lake and later, Zen 5 client parts) came
+/// last, so id order is not ISA order: `cpu.best` holds the preference.
 pub const Variant = enum(u32) {
     scalar = 1,
     avx2 = 2,
     avx512vnni = 3,
+    avxvnni = 4,
 };
 
 /// Number of weights in one ggml quantization block.

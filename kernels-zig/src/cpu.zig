@@ -151,6 +151,7 @@ pub fn required(v: abi.Variant) u64 {
         .scalar => 0,
         .avx2 => v3,
         .avx512vnni => v4 | bit(.avx512vnni),
+        .avxvnni => v3 | bit(.avxvnni),
     };
 }
 
@@ -162,6 +163,7 @@ pub fn supports(features: u64, v: abi.Variant) bool {
 /// The best variant the given feature set can run.
 pub fn best(features: u64) abi.Variant {
     if (supports(features, .avx512vnni)) return .avx512vnni;
+    if (supports(features, .avxvnni)) return .avxvnni;
     if (supports(features, .avx2)) return .avx2;
     return .scalar;
 }

@@ -39,11 +39,20 @@ inline fn exp(x: anytype) @TypeOf(x) {
     return @exp(x);
 }
 
+/// The vector ISA of this variant's float and row kernels: `avxvnni` is the
+/// AVX2 variant with 256-bit `vpdpbusd` for its integer dot products.
+const Isa = enum { scalar, avx2, avx512 };
+const isa: Isa = switch (variant) {
+    .scalar => .scalar,
+    .avx2, .avxvnni => .avx2,
+    .avx512vnni => .avx512,
+};
+
 /// f32 lanes used by the float kernels of this variant.
-const lanes: usize = switch (variant) {
+const lanes: usize = switch (isa) {
     .scalar => 1,
     .avx2 => 8,
-    .avx512vnni => 16,
+    .avx512 => 16,
 };
 
 comptime {
@@ -53,6 +62,7 @@ comptime {
         .scalar => {},
         .avx2 => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c)),
         .avx512vnni => assert(has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512vnni)),
+        .avxvnni => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c) and has(f, .avxvnni)),
     };
 }
 
@@ -255,14 +265,14 @@ fn blockDots(comptime W: type, w: []const W, x: []const BlockQ8_0, out: []i32) v
     assert(w.len == x.len);
     assert(out.len == w.len);
     const L = Lanes(W);
-    switch (variant) {
+    switch (isa) {
         .scalar => for (w, x, out) |*wb, *xb, *o| {
             o.* = if (W == BlockQ4_0) scalar.blockDotQ4_0(wb, xb) else scalar.blockDotQ8_0(wb, xb);
         },
         .avx2 => for (w, x, out) |*wb, *xb, *o| {
             o.* = @reduce(.Add, L.avx2(&wb.qs, &xb.qs));
         },
-        .avx512vnni => {
+        .avx512 => {
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
                 const l = L.vnni2(&w[i].qs, &w[i + 1].qs, &x[i].qs, &x[i + 1].qs);
@@ -297,7 +307,10 @@ inline fn scaleOne(w: anytype, x: *const BlockQ8_0) @Vector(8, f32) {
 /// The integer lane functions of one weight block type.
 fn Lanes(comptime W: type) type {
     return struct {
-        const avx2 = if (W == BlockQ4_0) lanesQ4_0x1Avx2 else lanesQ8_0x1Avx2;
+        /// The 256-bit lanes: vpdpbusd where the variant has AVX-VNNI.
+        const avx2 = if (variant == .avxvnni)
+            (if (W == BlockQ4_0) lanesQ4_0x1Vnni else lanesQ8_0x1Vnni)
+        else if (W == BlockQ4_0) lanesQ4_0x1Avx2 else lanesQ8_0x1Avx2;
         const vnni1 = if (W == BlockQ4_0) lanesQ4_0x1Vnni else lanesQ8_0x1Vnni;
         const vnni2 = if (W == BlockQ4_0) lanesQ4_0x2 else lanesQ8_0x2;
         const reference = if (W == BlockQ4_0) scalar.dotQ4_0 else scalar.dotQ8_0;
@@ -309,7 +322,7 @@ fn Lanes(comptime W: type) type {
 fn dotRow(comptime W: type, w: []const W, x: []const BlockQ8_0) f32 {
     assert(w.len == x.len);
     const L = Lanes(W);
-    switch (variant) {
+    switch (isa) {
         .scalar => return L.reference(w, x),
         .avx2 => {
             var acc: @Vector(8, f32) = @splat(0);
@@ -319,7 +332,7 @@ fn dotRow(comptime W: type, w: []const W, x: []const BlockQ8_0) f32 {
             }
             return @reduce(.Add, acc);
         },
-        .avx512vnni => {
+        .avx512 => {
             var acc: @Vector(16, f32) = @splat(0);
             var i: usize = 0;
             while (i + 2 <= w.len) : (i += 2) {
@@ -413,7 +426,7 @@ fn QLanes(comptime t: TileType) type {
         const G = if (t == .q4_0) [16]u8 else [32]i8;
         inline fn one(w: *const G, x: *const [32]i8) V8i32 {
             return switch (variant) {
-                .avx512vnni => if (t == .q4_0) lanesQ4_0x1Vnni(w, x) else lanesQ8_0x1Vnni(w, x),
+                .avx512vnni, .avxvnni => if (t == .q4_0) lanesQ4_0x1Vnni(w, x) else lanesQ8_0x1Vnni(w, x),
                 .avx2 => if (t == .q4_0) lanesQ4_0x1Avx2(w, x) else lanesQ8_0x1Avx2(w, x),
                 .scalar => unreachable,
             };
@@ -458,7 +471,7 @@ fn stripeQuant(comptime t: TileType, base: [*]const u8, tr: usize, cols: usize, 
             const srow = scales + r * ng * 2;
             const drow = data + r * ng * gb;
             var acc: f32 = 0;
-            switch (variant) {
+            switch (isa) {
                 .scalar => for (0..ng) |g| {
                     const w: *const L.G = @ptrCast(drow + g * gb);
                     const isum = L.scalarGroup(w, &xs[g].qs);
@@ -473,7 +486,7 @@ fn stripeQuant(comptime t: TileType, base: [*]const u8, tr: usize, cols: usize, 
                     }
                     acc = @reduce(.Add, v);
                 },
-                .avx512vnni => {
+                .avx512 => {
                     var v: @Vector(16, f32) = @splat(0);
                     var g: usize = 0;
                     while (g + 2 <= ng) : (g += 2) {
@@ -564,61 +577,172 @@ fn correction(comptime q: packing.Quant) i32 {
     };
 }
 
-/// NT tokens against one panel with VNNI: out[j][lane] = row lane . x_j.
-inline fn panelVnni(comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, x: [*]const u8, x_stride: usize, out: *[NT]@Vector(16, f32)) void {
-    const rec = comptime packing.recordBytes(q);
-    const so = ActRow.scalesOffset(ng);
-    const su = ActRow.sumsOffset(ng);
-    const n_chunks = comptime packing.groupBytes(q) / 4;
-    const V64 = @Vector(64, u8);
-    var acc: [NT]@Vector(16, f32) = undefined;
-    inline for (0..NT) |j| acc[j] = @splat(0);
-    for (0..ng) |g| {
-        const r = panel + g * rec;
-        const sc: @Vector(16, f16) = @bitCast(r[0..32].*);
-        const ws: @Vector(16, f32) = @floatCast(sc);
-        var lo: [n_chunks]V64 = undefined;
-        var hi: [n_chunks]V64 = undefined;
-        inline for (0..n_chunks) |c| {
-            const wv: V64 = r[packing.scale_bytes + c * 64 ..][0..64].*;
-            if (q == .q4_0) {
-                lo[c] = wv & @as(V64, @splat(0x0f));
-                hi[c] = wv >> @as(@Vector(64, u3), @splat(4));
-            } else {
-                lo[c] = wv;
-            }
-        }
-        inline for (0..NT) |j| {
-            const xr = x + j * x_stride;
-            const qs = xr + g * abi.q8_0_block_bytes + 2;
-            var a0: V16i32 = @splat(0);
-            var a1: V16i32 = @splat(0);
-            inline for (0..n_chunks) |c| {
-                if (q == .q4_0) {
-                    const xl: V16i32 = @splat(@bitCast(readU32(qs + 4 * c)));
-                    const xh: V16i32 = @splat(@bitCast(readU32(qs + 16 + 4 * c)));
-                    a0 = @"llvm.x86.avx512.vpdpbusd.512"(a0, @bitCast(lo[c]), xl);
-                    a1 = @"llvm.x86.avx512.vpdpbusd.512"(a1, @bitCast(hi[c]), xh);
-                } else {
-                    const xv: V16i32 = @splat(@bitCast(readU32(qs + 4 * c)));
-                    if (c % 2 == 0) {
-                        a0 = @"llvm.x86.avx512.vpdpbusd.512"(a0, @bitCast(lo[c]), xv);
-                    } else {
-                        a1 = @"llvm.x86.avx512.vpdpbusd.512"(a1, @bitCast(lo[c]), xv);
-                    }
-                }
-            }
-            const corr: V16i32 = @splat(readI32(xr + su + g * 4) * correction(q));
-            const tot: @Vector(16, f32) = @floatFromInt(a0 + a1 - corr);
-            const s = ws * @as(@Vector(16, f32), @splat(readF32(xr + so + g * 4)));
-            acc[j] = @mulAdd(@Vector(16, f32), tot, s, acc[j]);
-        }
-    }
-    out.* = acc;
+extern fn @"llvm.x86.avx2.psign.b"(@Vector(32, i8), @Vector(32, i8)) @Vector(32, i8);
+
+/// How a variant computes a 32-column group of panel rows: its dot-product
+/// primitive and how many of a panel's 16 rows one vector holds.
+pub const PanelPrim = enum {
+    /// `vpdpbusd` on zmm (AVX-512 VNNI): 16 rows per vector.
+    vnni512,
+    /// `vpdpbusd` on ymm (AVX-VNNI): 8 rows per vector.
+    vnni256,
+    /// `vpmaddubsw` + `vpmaddwd` on ymm (AVX2): 8 rows per vector.
+    maddubs256,
+};
+
+/// This variant's panel primitive; null runs the scalar loop (panelScalar).
+pub const panel_prim: ?PanelPrim = switch (variant) {
+    .scalar => null,
+    .avx2 => .maddubs256,
+    .avxvnni => .vnni256,
+    .avx512vnni => .vnni512,
+};
+
+/// Tokens per weight load in a prefill batch (the register block is
+/// 16 rows x this many tokens). Measured on the Zen 5 EPYC (docs/KERNELS.md).
+fn panelBlock(comptime prim: PanelPrim) usize {
+    return switch (prim) {
+        .vnni512 => 4,
+        .vnni256 => 4,
+        .maddubs256 => 4,
+    };
 }
 
-/// The same arithmetic one value at a time (scalar and AVX2 variants, and
-/// the reference the tests hold the VNNI path to, bit for bit).
+/// The exact integer dot products of one 32-column group of a panel with
+/// one token's Q8_0 activation, for the `rows` panel rows one vector holds:
+/// `prepare` readies a 4-column chunk of weights once for every token,
+/// `step` adds its products, `finish` gives sum(w * x) per row.
+///
+/// - VNNI: unsigned weights (Q4_0 nibbles, Q8_0 `w XOR 0x80`) against
+///   signed activations, corrected by `8 sum(x)` or `128 sum(x)`.
+/// - AVX2, Q4_0: `vpmaddubsw` of nibbles (<= 15) with activations: a pair
+///   is at most 2 * 15 * 128 = 3840 in magnitude, so the 8 pairs of the 4
+///   chunks sum in i16 (<= 30720) before one `vpmaddwd`, then `- 8 sum(x)`.
+/// - AVX2, Q8_0: the sign trick, `vpmaddubsw(|w|, sign(x, w))`: a pair is
+///   at most 2 * 128 * 127 = 32512, within i16, because activation quants
+///   are in [-127, 127] (the Q8_0 quantizer clamps them; the sign of -128
+///   would not negate). Each chunk widens to i32 at once.
+fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
+    return struct {
+        pub const rows: usize = if (prim == .vnni512) 16 else 8;
+        pub const VB = @Vector(rows * 4, u8);
+        const VI = @Vector(rows, i32);
+        const VX = @Vector(rows * 4, i8);
+        pub const W = struct { a: VB, b: VB };
+        pub const Acc = switch (prim) {
+            .vnni512, .vnni256 => [2]VI,
+            .maddubs256 => if (q == .q4_0) V16i16 else V8i32,
+        };
+
+        pub inline fn zero() Acc {
+            return switch (prim) {
+                .vnni512, .vnni256 => .{ @splat(0), @splat(0) },
+                .maddubs256 => @splat(0),
+            };
+        }
+
+        pub inline fn prepare(wv: VB) W {
+            if (q == .q4_0) {
+                return .{ .a = wv & @as(VB, @splat(0x0f)), .b = wv >> @as(@Vector(rows * 4, u3), @splat(4)) };
+            }
+            if (prim == .maddubs256) {
+                const signed: VX = @bitCast(wv ^ @as(VB, @splat(0x80)));
+                return .{ .a = @abs(signed), .b = @bitCast(signed) };
+            }
+            return .{ .a = wv, .b = wv };
+        }
+
+        /// Four activation bytes at p, broadcast to every row.
+        inline fn broadcast(p: [*]const u8) VX {
+            return @bitCast(@as(VI, @splat(@bitCast(readU32(p)))));
+        }
+
+        inline fn vnni(acc: VI, w: VB, x: VX) VI {
+            return if (prim == .vnni512)
+                @"llvm.x86.avx512.vpdpbusd.512"(acc, @bitCast(w), @bitCast(x))
+            else
+                @"llvm.x86.avx512.vpdpbusd.256"(acc, @bitCast(w), @bitCast(x));
+        }
+
+        /// Chunk c (columns 4c..4c+3, and 16+4c.. for Q4_0's high nibbles)
+        /// of the group whose activation quants start at qs.
+        pub inline fn step(acc: *Acc, w: W, comptime c: usize, qs: [*]const u8) void {
+            switch (prim) {
+                .vnni512, .vnni256 => if (q == .q4_0) {
+                    acc[0] = vnni(acc[0], w.a, broadcast(qs + 4 * c));
+                    acc[1] = vnni(acc[1], w.b, broadcast(qs + 16 + 4 * c));
+                } else {
+                    acc[c % 2] = vnni(acc[c % 2], w.a, broadcast(qs + 4 * c));
+                },
+                .maddubs256 => if (q == .q4_0) {
+                    const lo = @"llvm.x86.avx2.pmadd.ub.sw"(w.a, broadcast(qs + 4 * c));
+                    const hi = @"llvm.x86.avx2.pmadd.ub.sw"(w.b, broadcast(qs + 16 + 4 * c));
+                    acc.* += lo + hi;
+                } else {
+                    const xs = @"llvm.x86.avx2.psign.b"(broadcast(qs + 4 * c), @bitCast(w.b));
+                    acc.* += @"llvm.x86.avx2.pmadd.wd"(@"llvm.x86.avx2.pmadd.ub.sw"(w.a, xs), @splat(1));
+                },
+            }
+        }
+
+        /// sum(w * x) of each row, exact; sum_x is the group's sum of quants.
+        pub inline fn finish(acc: Acc, sum_x: i32) VI {
+            return switch (prim) {
+                .vnni512, .vnni256 => acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q))),
+                .maddubs256 => if (q == .q4_0)
+                    @"llvm.x86.avx2.pmadd.wd"(acc, @splat(1)) - @as(VI, @splat(sum_x * 8))
+                else
+                    acc,
+            };
+        }
+    };
+}
+
+/// NT tokens against one panel: out[j][r] = row r . x_j for the 16 rows.
+/// Per row and group: acc = fma(f32(sum(w * x)), d_w * d_x, acc), groups
+/// left to right, the arithmetic of panelScalar whatever the vector width.
+inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+    @setEvalBranchQuota(20000);
+    const D = PanelDot(prim, q);
+    const R = D.rows;
+    const H = 16 / R;
+    const VF = @Vector(R, f32);
+    const rec = comptime packing.recordBytes(q);
+    const n_chunks = comptime packing.groupBytes(q) / 4;
+    comptime assert(R * H == packing.panel_rows and n_chunks * 64 + packing.scale_bytes == rec);
+    const so = ActRow.scalesOffset(ng);
+    const su = ActRow.sumsOffset(ng);
+    var acc: [NT][H]VF = undefined;
+    inline for (0..NT) |j| {
+        inline for (0..H) |h| acc[j][h] = @splat(0);
+    }
+    for (0..ng) |g| {
+        const r = panel + g * rec;
+        inline for (0..H) |h| {
+            const sc: @Vector(R, f16) = @bitCast(r[h * R * 2 ..][0 .. R * 2].*);
+            const ws: VF = @floatCast(sc);
+            var part: [NT]D.Acc = undefined;
+            inline for (0..NT) |j| part[j] = D.zero();
+            inline for (0..n_chunks) |c| {
+                const wv: D.VB = r[packing.scale_bytes + c * 64 + h * R * 4 ..][0 .. R * 4].*;
+                const pw = D.prepare(wv);
+                inline for (0..NT) |j| D.step(&part[j], pw, c, x + j * x_stride + g * abi.q8_0_block_bytes + 2);
+            }
+            inline for (0..NT) |j| {
+                const xr = x + j * x_stride;
+                const tot: VF = @floatFromInt(D.finish(part[j], readI32(xr + su + g * 4)));
+                const s = ws * @as(VF, @splat(readF32(xr + so + g * 4)));
+                acc[j][h] = @mulAdd(VF, tot, s, acc[j][h]);
+            }
+        }
+    }
+    inline for (0..NT) |j| {
+        inline for (0..H) |h| out[j][h * R ..][0..R].* = acc[j][h];
+    }
+}
+
+/// The same arithmetic one value at a time (the scalar variant, and the
+/// reference the tests hold every SIMD path to, bit for bit).
 fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]const u8, out: *[16]f32) void {
     const rec = packing.recordBytes(q);
     const so = ActRow.scalesOffset(ng);
@@ -656,6 +780,7 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
 pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
     assert(n_panels >= 1 and ng >= 1 and n_tok >= 1);
     assert(rows > (n_panels - 1) * 16 and rows <= n_panels * 16);
+    @setEvalBranchQuota(20000);
     switch (q) {
         inline else => |qq| {
             const pb = ng * packing.recordBytes(qq);
@@ -663,20 +788,17 @@ pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize
                 const panel = w + p * pb;
                 const valid: usize = @min(16, rows - p * 16);
                 var t: usize = 0;
-                if (variant == .avx512vnni) {
-                    while (t + 4 <= n_tok) : (t += 4) {
-                        var out: [4]@Vector(16, f32) = undefined;
-                        panelVnni(qq, 4, panel, ng, x + t * x_stride, x_stride, &out);
-                        inline for (0..4) |j| {
-                            const arr: [16]f32 = out[j];
-                            @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], arr[0..valid]);
-                        }
+                if (panel_prim) |prim| {
+                    const NB = comptime panelBlock(prim);
+                    while (t + NB <= n_tok) : (t += NB) {
+                        var out: [NB][16]f32 = undefined;
+                        panelSimd(prim, qq, NB, panel, ng, x + t * x_stride, x_stride, &out);
+                        inline for (0..NB) |j| @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], out[j][0..valid]);
                     }
                     while (t < n_tok) : (t += 1) {
-                        var out: [1]@Vector(16, f32) = undefined;
-                        panelVnni(qq, 1, panel, ng, x + t * x_stride, x_stride, &out);
-                        const arr: [16]f32 = out[0];
-                        @memcpy(y[t * y_stride + p * 16 ..][0..valid], arr[0..valid]);
+                        var out: [1][16]f32 = undefined;
+                        panelSimd(prim, qq, 1, panel, ng, x + t * x_stride, x_stride, &out);
+                        @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0][0..valid]);
                     }
                 } else {
                     while (t < n_tok) : (t += 1) {
@@ -1381,6 +1503,8 @@ test "packed panels: every variant equals the one-value-at-a-time reference bit 
             var total: i32 = 0;
             for (0..ng) |g| {
                 var sum: i32 = 0;
+                // Activation quants are in [-127, 127], as the quantizer makes them.
+                for (xr[g * 34 + 2 ..][0..32]) |*v| v.* = if (v.* == 0x80) 0x81 else v.*;
                 for (0..32) |j| sum += @as(i8, @bitCast(xr[g * 34 + 2 + j]));
                 std.mem.writeInt(i32, xr[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
                 const d: f32 = rng.float(f32);

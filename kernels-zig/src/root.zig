@@ -35,6 +35,7 @@ const tables = if (is_wasm) [_]Table{Table.bind("scalar")} else [_]Table{
     Table.bind("scalar"),
     Table.bind("avx2"),
     Table.bind("avx512vnni"),
+    Table.bind("avxvnni"),
 };
 
 var init_lock: std.Thread.Mutex = .{};
