@@ -47,6 +47,13 @@ function greedy(model: Transformer, prompt: number[], n: number): number[] {
   return out;
 }
 
+/** SmolLM2 converted losslessly (Q8_0) or to Q4_0 into `dir`; returns the path. */
+async function convertSmollm2(dir: string, quant: "q8_0" | "q4_0"): Promise<string> {
+  const path = `${dir}/smollm2.${quant}.cflow`;
+  await convertFile(GGUF, path, { format: "cflow", quant, rule: "ggml", measureError: false });
+  return path;
+}
+
 function sameBits(a: Float32Array, b: Float32Array, what: string): void {
   assert.equal(a.length, b.length);
   for (let i = 0; i < a.length; i++) {
@@ -61,13 +68,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "cflow-plan-" });
     try {
       for (const quant of ["q8_0", "q4_0"] as const) {
-        const path = `${dir}/smollm2.${quant}.cflow`;
-        await convertFile(GGUF, path, {
-          format: "cflow",
-          quant,
-          rule: "ggml",
-          measureError: false,
-        });
+        const path = await convertSmollm2(dir, quant);
         for (const packed of [true, false]) {
           const label = `${quant} ${packed ? "panels" : "tiles"}`;
           await t.step(
@@ -209,13 +210,7 @@ Deno.test({
     }
     try {
       for (const quant of ["q8_0", "q4_0"] as const) {
-        const path = `${dir}/smollm2.${quant}.cflow`;
-        await convertFile(GGUF, path, {
-          format: "cflow",
-          quant,
-          rule: "ggml",
-          measureError: false,
-        });
+        const path = await convertSmollm2(dir, quant);
         const byVariant = new Map<string, Float32Array>();
         for (const variant of simd) {
           await t.step(`${quant} ${variant}: batched prefill = forward, 1 = 2 threads`, () => {
