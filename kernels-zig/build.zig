@@ -1,6 +1,7 @@
 //! Builds libcflow_kernels.so: one self-contained shared library for x86-64
-//! Linux (glibc 2.28+) holding three kernel variants compiled for three CPU
-//! levels (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v4 + AVX512-VNNI)
+//! Linux (glibc 2.28+) holding four kernel variants compiled for four CPU
+//! levels (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v3 + AVX-VNNI,
+//! x86-64-v4 + AVX512-VNNI)
 //! and a baseline root that picks one at run time by cpuid. Nothing is built
 //! for the host CPU (`-mcpu=native`).
 //!

@@ -1,6 +1,7 @@
 //! Kernel bodies, written once and compiled once per ISA variant.
 //!
-//! `variant.zig` instantiates this file three times (scalar, AVX2+FMA,
+//! `variant.zig` instantiates this file four times (scalar, AVX2+FMA,
+//! AVX2+AVX-VNNI,
 //! AVX-512BW+VNNI) as separate objects, each built for its own CPU level.
 //! The `scalar` namespace below is the reference every SIMD path is tested
 //! against: integer block dot products must match it exactly, float results

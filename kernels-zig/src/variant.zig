@@ -1,5 +1,5 @@
-//! Root of one per-ISA kernel object. The build compiles this file three
-//! times, once per CPU level, and links all three objects into the one
+//! Root of one per-ISA kernel object. The build compiles this file four
+//! times, once per CPU level, and links all four objects into the one
 //! shared library; each copy exports its kernels as `cfk_<variant>_<name>`.
 //! These symbols are internal to the library (the root dispatches to them
 //! after validating every argument) and are not part of the public ABI.
