@@ -604,8 +604,8 @@ pub const panel_prim: ?PanelPrim = switch (variant) {
 fn panelBlock(comptime prim: PanelPrim) usize {
     return switch (prim) {
         .vnni512 => 4,
-        .vnni256 => 4,
-        .maddubs256 => 4,
+        .vnni256 => 3,
+        .maddubs256 => 3,
     };
 }
 
@@ -713,32 +713,43 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
     comptime assert(R * H == packing.panel_rows and n_chunks * 64 + packing.scale_bytes == rec);
     const so = ActRow.scalesOffset(ng);
     const su = ActRow.sumsOffset(ng);
-    var acc: [NT][H]VF = undefined;
-    inline for (0..NT) |j| {
-        inline for (0..H) |h| acc[j][h] = @splat(0);
-    }
-    for (0..ng) |g| {
-        const r = panel + g * rec;
-        inline for (0..H) |h| {
-            const sc: @Vector(R, f16) = @bitCast(r[h * R * 2 ..][0 .. R * 2].*);
-            const ws: VF = @floatCast(sc);
-            var part: [NT]D.Acc = undefined;
-            inline for (0..NT) |j| part[j] = D.zero();
-            inline for (0..n_chunks) |c| {
-                const wv: D.VB = r[packing.scale_bytes + c * 64 + h * R * 4 ..][0 .. R * 4].*;
-                const pw = D.prepare(wv);
-                inline for (0..NT) |j| D.step(&part[j], pw, c, x + j * x_stride + g * abi.q8_0_block_bytes + 2);
-            }
-            inline for (0..NT) |j| {
-                const xr = x + j * x_stride;
-                const tot: VF = @floatFromInt(D.finish(part[j], readI32(xr + su + g * 4)));
-                const s = ws * @as(VF, @splat(readF32(xr + so + g * 4)));
-                acc[j][h] = @mulAdd(VF, tot, s, acc[j][h]);
+    // One token streams each panel from memory: both halves of a record in
+    // the group loop, so that each cache line is used whole while it is in
+    // L1. Several tokens read the panel from cache: one half at a time over
+    // all groups, so that a 256-bit variant's 16 registers hold one half's
+    // accumulators without spilling. Each row's arithmetic is the same.
+    const halves_outside = NT > 1 and H > 1;
+    const HO = if (halves_outside) H else 1;
+    const HI = if (halves_outside) 1 else H;
+    inline for (0..HO) |ho| {
+        var acc: [NT][HI]VF = undefined;
+        inline for (0..NT) |j| {
+            inline for (0..HI) |hi| acc[j][hi] = @splat(0);
+        }
+        for (0..ng) |g| {
+            const r = panel + g * rec;
+            inline for (0..HI) |hi| {
+                const h = ho + hi;
+                const sc: @Vector(R, f16) = @bitCast(r[h * R * 2 ..][0 .. R * 2].*);
+                const ws: VF = @floatCast(sc);
+                var part: [NT]D.Acc = undefined;
+                inline for (0..NT) |j| part[j] = D.zero();
+                inline for (0..n_chunks) |c| {
+                    const wv: D.VB = r[packing.scale_bytes + c * 64 + h * R * 4 ..][0 .. R * 4].*;
+                    const pw = D.prepare(wv);
+                    inline for (0..NT) |j| D.step(&part[j], pw, c, x + j * x_stride + g * abi.q8_0_block_bytes + 2);
+                }
+                inline for (0..NT) |j| {
+                    const xr = x + j * x_stride;
+                    const tot: VF = @floatFromInt(D.finish(part[j], readI32(xr + su + g * 4)));
+                    const s = ws * @as(VF, @splat(readF32(xr + so + g * 4)));
+                    acc[j][hi] = @mulAdd(VF, tot, s, acc[j][hi]);
+                }
             }
         }
-    }
-    inline for (0..NT) |j| {
-        inline for (0..H) |h| out[j][h * R ..][0..R].* = acc[j][h];
+        inline for (0..NT) |j| {
+            inline for (0..HI) |hi| out[j][(ho + hi) * R ..][0..R].* = acc[j][hi];
+        }
     }
 }
 
@@ -907,6 +918,45 @@ inline fn treeSum(comptime N: usize, v: @Vector(N, f32)) f32 {
     const hi: @Vector(half, f32) = std.simd.extract(v, half, half);
     return treeSum(half, lo + hi);
 }
+/// Sums of N vectors of N lanes each, as one vector: lane i is
+/// `treeSum(N, v[i])` bit for bit. Each level adds the lower half of every
+/// segment to its upper half exactly as `treeSum` does, two vectors' segments
+/// at a time (shuffles gather them), so N sums cost N - 1 vector additions
+/// instead of N log2(N) narrowing steps.
+inline fn treeSums(comptime N: usize, v: *[N]@Vector(N, f32)) @Vector(N, f32) {
+    comptime var seg: usize = N; // segment length of the current level
+    comptime var count: usize = N; // vectors holding segments
+    inline while (seg > 1) {
+        const half = seg / 2;
+        // Output vector k takes the segments of inputs 2k and 2k+1: input
+        // 2k's segments (N / seg of them) become the first half of lanes.
+        const masks = comptime blk: {
+            var lo: [N]i32 = undefined;
+            var hi: [N]i32 = undefined;
+            const per = N / seg; // segments per vector
+            for (0..2) |src| {
+                for (0..per) |s| {
+                    for (0..half) |i| {
+                        const out_lane = src * (N / 2) + s * half + i;
+                        const in_lane = s * seg + i;
+                        // @shuffle: indices >= 0 pick from a, ~i from b.
+                        lo[out_lane] = if (src == 0) in_lane else ~@as(i32, in_lane);
+                        hi[out_lane] = if (src == 0) in_lane + half else ~@as(i32, in_lane + half);
+                    }
+                }
+            }
+            break :blk .{ @as(@Vector(N, i32), lo), @as(@Vector(N, i32), hi) };
+        };
+        inline for (0..count / 2) |k| {
+            const a = v[2 * k];
+            const b = v[2 * k + 1];
+            v[k] = @shuffle(f32, a, b, masks[0]) + @shuffle(f32, a, b, masks[1]);
+        }
+        seg = half;
+        count /= 2;
+    }
+    return v[0];
+}
 const attention_block: usize = 32;
 
 /// Attention of `group` query heads (consecutive, head_dim values each, at
@@ -942,9 +992,36 @@ pub fn attentionGroup(
     var j0 = first;
     while (j0 < n_pos) : (j0 += B) {
         const nb = @min(B, n_pos - j0);
-        // Scores of the block for every head of the group.
-        for (0..nb) |jj| {
-            const krow = k + (j0 + jj) * stride + head_offset;
+        // Scores of the block for every head of the group: L positions at a
+        // time (their L sums reduced together), the rest one at a time; each
+        // score gets the same arithmetic either way.
+        var jb: usize = 0;
+        if (L > 1) {
+            while (hd % L == 0 and jb + L <= nb) : (jb += L) {
+                for (0..group) |g| {
+                    const qg = q[g * hd ..][0..hd];
+                    // The L chains interleaved, each in head_dim order.
+                    const kblock = k + (j0 + jb) * stride + head_offset;
+                    var acc: [L]V = @splat(@splat(0));
+                    var d: usize = 0;
+                    while (d < hd) : (d += L) {
+                        const qv: V = qg[d..][0..L].*;
+                        inline for (0..L) |r| {
+                            const kv: @Vector(L, T) = (kblock + r * stride)[d..][0..L].*;
+                            const kf: V = if (T == f32) kv else @floatCast(kv);
+                            acc[r] = @mulAdd(V, qv, kf, acc[r]);
+                        }
+                    }
+                    const sc = treeSums(L, &acc) * @as(V, @splat(scale));
+                    s[g][jb..][0..L].* = sc;
+                    if (softcap > 0) {
+                        for (s[g][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
+                    }
+                }
+            }
+        }
+        while (jb < nb) : (jb += 1) {
+            const krow = k + (j0 + jb) * stride + head_offset;
             for (0..group) |g| {
                 const qg = q[g * hd ..][0..hd];
                 var acc: V = @splat(0);
@@ -960,13 +1037,21 @@ pub fn attentionGroup(
                 while (d < hd) : (d += 1) dot += qg[d] * @as(f32, @floatCast(krow[d]));
                 var sc = dot * scale;
                 if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
-                s[g][jj] = sc;
+                s[g][jb] = sc;
             }
         }
         // Online softmax: rescale what was accumulated to the new maximum.
         for (0..group) |g| {
+            // The block maximum (exact in any order for finite scores).
             var bm: f32 = -std.math.inf(f32);
-            for (s[g][0..nb]) |x| bm = @max(bm, x);
+            var jm: usize = 0;
+            if (L > 1 and nb >= 16) {
+                var vm: @Vector(16, f32) = s[g][0..16].*;
+                jm = 16;
+                while (jm + 16 <= nb) : (jm += 16) vm = @max(vm, @as(@Vector(16, f32), s[g][jm..][0..16].*));
+                bm = @reduce(.Max, vm);
+            }
+            for (s[g][jm..nb]) |x| bm = @max(bm, x);
             const new_m = @max(m[g], bm);
             const corr: f32 = if (m[g] == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m[g] - new_m))[0];
             m[g] = new_m;
@@ -987,23 +1072,47 @@ pub fn attentionGroup(
                 for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
             }
         }
-        // out += p . V, each V row converted once for the group.
-        for (0..nb) |jj| {
-            const vrow = v + (j0 + jj) * stride + head_offset;
-            var d: usize = 0;
-            if (L > 1) {
-                while (d + L <= hd) : (d += L) {
-                    const vv: @Vector(L, T) = vrow[d..][0..L].*;
-                    const vf: V = if (T == f32) vv else @floatCast(vv);
-                    for (0..group) |g| {
-                        const o = out[g * hd + d ..][0..L];
-                        o.* = @mulAdd(V, @splat(s[g][jj]), vf, o.*);
+        // out += p . V: each L-lane slice of each head's output stays in a
+        // register over the block's positions (in position order, as one
+        // fma chain per lane), then the tail of head_dim one value at a time.
+        // Four slices at a time make four independent chains (an fma chain
+        // alone waits on its latency).
+        const d_vec: usize = if (L > 1) hd - hd % L else 0;
+        var d: usize = 0;
+        while (L > 1 and d + 4 * L <= d_vec) : (d += 4 * L) {
+            for (0..group) |g| {
+                const o = out[g * hd + d ..][0 .. 4 * L];
+                var acc: [4]V = undefined;
+                inline for (0..4) |c| acc[c] = o[c * L ..][0..L].*;
+                for (0..nb) |jj| {
+                    const vrow = (v + (j0 + jj) * stride + head_offset) + d;
+                    const p: V = @splat(s[g][jj]);
+                    inline for (0..4) |c| {
+                        const vv: @Vector(L, T) = vrow[c * L ..][0..L].*;
+                        const vf: V = if (T == f32) vv else @floatCast(vv);
+                        acc[c] = @mulAdd(V, p, vf, acc[c]);
                     }
                 }
+                inline for (0..4) |c| o[c * L ..][0..L].* = acc[c];
             }
-            while (d < hd) : (d += 1) {
-                const vf: f32 = @floatCast(vrow[d]);
-                for (0..group) |g| out[g * hd + d] += s[g][jj] * vf;
+        }
+        while (L > 1 and d < d_vec) : (d += L) {
+            for (0..group) |g| {
+                const o = out[g * hd + d ..][0..L];
+                var acc: V = o.*;
+                for (0..nb) |jj| {
+                    const vv: @Vector(L, T) = (v + (j0 + jj) * stride + head_offset)[d..][0..L].*;
+                    const vf: V = if (T == f32) vv else @floatCast(vv);
+                    acc = @mulAdd(V, @splat(s[g][jj]), vf, acc);
+                }
+                o.* = acc;
+            }
+        }
+        for (0..nb) |jj| {
+            const vrow = v + (j0 + jj) * stride + head_offset;
+            for (d_vec..hd) |dd| {
+                const vf: f32 = @floatCast(vrow[dd]);
+                for (0..group) |g| out[g * hd + dd] += s[g][jj] * vf;
             }
         }
     }
@@ -1599,6 +1708,141 @@ test "grouped online-softmax attention matches the two-pass head kernel" {
                     var want: [40]f32 = undefined;
                     attentionHead(T, q[g * hd ..][0..hd], &kc, &vc, stride, hd, first, n_pos, 0.2, softcap, &scores, &want);
                     for (0..hd) |d| try expectCloseMag(want[d], out[g * hd + d], 2e-5, 1);
+                }
+            }
+        }
+    }
+}
+
+/// attentionGroup as it was before its scores were reduced L at a time and
+/// its outputs kept in registers: one score, one reduction and one V row at a
+/// time. The test below holds the current kernel to it bit for bit, so that
+/// the faster loop order changed no result.
+fn attentionGroupOneByOne(
+    comptime T: type,
+    q: []const f32,
+    group: usize,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    out: []f32,
+) void {
+    assert(group >= 1 and group <= attention_max_group);
+    assert(q.len % group == 0 and out.len == q.len and first < n_pos);
+    const hd = q.len / group;
+    const B = attention_block;
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var m: [attention_max_group]f32 = undefined;
+    var l: [attention_max_group]f32 = undefined;
+    var s: [attention_max_group][B]f32 align(64) = undefined;
+    @memset(m[0..group], -std.math.inf(f32));
+    @memset(l[0..group], 0);
+    @memset(out, 0);
+    var j0 = first;
+    while (j0 < n_pos) : (j0 += B) {
+        const nb = @min(B, n_pos - j0);
+        // Scores of the block for every head of the group.
+        for (0..nb) |jj| {
+            const krow = k + (j0 + jj) * stride + head_offset;
+            for (0..group) |g| {
+                const qg = q[g * hd ..][0..hd];
+                var acc: V = @splat(0);
+                var d: usize = 0;
+                if (L > 1) {
+                    while (d + L <= hd) : (d += L) {
+                        const kv: @Vector(L, T) = krow[d..][0..L].*;
+                        const kf: V = if (T == f32) kv else @floatCast(kv);
+                        acc = @mulAdd(V, qg[d..][0..L].*, kf, acc);
+                    }
+                }
+                var dot: f32 = treeSum(L, acc);
+                while (d < hd) : (d += 1) dot += qg[d] * @as(f32, @floatCast(krow[d]));
+                var sc = dot * scale;
+                if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+                s[g][jj] = sc;
+            }
+        }
+        // Online softmax: rescale what was accumulated to the new maximum.
+        for (0..group) |g| {
+            var bm: f32 = -std.math.inf(f32);
+            for (s[g][0..nb]) |x| bm = @max(bm, x);
+            const new_m = @max(m[g], bm);
+            const corr: f32 = if (m[g] == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m[g] - new_m))[0];
+            m[g] = new_m;
+            var sum: f32 = 0;
+            var jj: usize = 0;
+            while (jj + 16 <= nb) : (jj += 16) {
+                const e = expNonPositive(16, s[g][jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
+                s[g][jj..][0..16].* = e;
+                sum += treeSum(16, e);
+            }
+            while (jj < nb) : (jj += 1) {
+                const e = expNonPositive(1, @splat(s[g][jj] - new_m))[0];
+                s[g][jj] = e;
+                sum += e;
+            }
+            l[g] = l[g] * corr + sum;
+            if (corr != 1) {
+                for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
+            }
+        }
+        // out += p . V, each V row converted once for the group.
+        for (0..nb) |jj| {
+            const vrow = v + (j0 + jj) * stride + head_offset;
+            var d: usize = 0;
+            if (L > 1) {
+                while (d + L <= hd) : (d += L) {
+                    const vv: @Vector(L, T) = vrow[d..][0..L].*;
+                    const vf: V = if (T == f32) vv else @floatCast(vv);
+                    for (0..group) |g| {
+                        const o = out[g * hd + d ..][0..L];
+                        o.* = @mulAdd(V, @splat(s[g][jj]), vf, o.*);
+                    }
+                }
+            }
+            while (d < hd) : (d += 1) {
+                const vf: f32 = @floatCast(vrow[d]);
+                for (0..group) |g| out[g * hd + d] += s[g][jj] * vf;
+            }
+        }
+    }
+    for (0..group) |g| {
+        const inv = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
+    }
+}
+
+test "attention: scores L at a time and register outputs change no bit" {
+    var prng = std.Random.DefaultPrng.init(33);
+    const rng = prng.random();
+    inline for (.{ f32, f16 }) |T| {
+        for ([_]usize{ 1, 3, 4, 7 }) |group| {
+            for ([_]usize{ 40, 64, 128 }) |hd| {
+                for ([_]usize{ 1, 15, 16, 17, 33, 70 }) |n_pos| {
+                    const n_kv = 2;
+                    const stride = n_kv * hd;
+                    var kc: [70 * 2 * 128]T = undefined;
+                    var vc: [70 * 2 * 128]T = undefined;
+                    for (&kc, &vc) |*a, *b| {
+                        a.* = @floatCast(rng.float(f32) * 2 - 1);
+                        b.* = @floatCast(rng.float(f32) * 2 - 1);
+                    }
+                    var q: [7 * 128]f32 = undefined;
+                    for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                    var got: [7 * 128]f32 = undefined;
+                    var want: [7 * 128]f32 = undefined;
+                    const first: usize = if (n_pos > 40) 5 else 0;
+                    const softcap: f32 = if (group == 3) 5 else 0;
+                    const n = group * hd;
+                    attentionGroup(T, q[0..n], group, &kc, &vc, stride, hd, first, n_pos, 0.125, softcap, got[0..n]);
+                    attentionGroupOneByOne(T, q[0..n], group, &kc, &vc, stride, hd, first, n_pos, 0.125, softcap, want[0..n]);
+                    for (got[0..n], want[0..n]) |a, b| try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
                 }
             }
         }
