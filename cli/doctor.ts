@@ -12,6 +12,7 @@ import {
   openKernels,
   PANEL_KERNELS,
   panelsByDefault,
+  VARIANT_ARCH,
   type VariantName,
   VARIANTS,
 } from "../ffi/mod.ts";
@@ -118,7 +119,10 @@ export function diagnose(options: KernelOptions): DoctorReport {
  * ```
  */
 export function formatReport(r: DoctorReport): string {
-  const all = Object.keys(VARIANTS) as VariantName[];
+  // The variants of this build's architecture (the library holds no others).
+  const all = (Object.keys(VARIANTS) as VariantName[]).filter((v) =>
+    VARIANT_ARCH[v] === "any" || VARIANT_ARCH[v] === Deno.build.arch
+  );
   const variants = all.map((v) => r.kernels.supported.includes(v) ? v : `${v} (unsupported)`);
   const lines = [
     `cflow       ${r.cflow}`,

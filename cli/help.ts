@@ -33,7 +33,10 @@ function table(rows: readonly (readonly [string, string])[], indent = 2): string
 }
 
 const ENVIRONMENT: readonly (readonly [string, string])[] = [
-  ["CFLOW_KERNEL_VARIANT", "auto | scalar | avx2 | avxvnni | avx512vnni (force a kernel variant)"],
+  [
+    "CFLOW_KERNEL_VARIANT",
+    "auto | scalar | avx2 | avxvnni | avx512vnni | neon | neon_dotprod (force a kernel variant)",
+  ],
   ["CFLOW_THREADS", "worker threads"],
   ["CFLOW_CPU_DISABLE", "comma-separated CPU features to treat as absent"],
   ["CFLOW_KERNELS", "path of a kernel library to load instead of the local build"],

@@ -119,6 +119,8 @@ export const PANEL_KERNELS: Readonly<Record<VariantName, string>> = {
   avx2: "vpmaddubsw + vpmaddwd, 8 rows per ymm",
   avxvnni: "vpdpbusd, 8 rows per ymm",
   avx512vnni: "vpdpbusd, 16 rows per zmm",
+  neon: "smull + pairwise adds, 4 rows per 128-bit vector",
+  neon_dotprod: "sdot, 4 rows per 128-bit vector",
 };
 
 /**

@@ -324,9 +324,10 @@ Deno.test("streamRead folds every byte the same way for every thread count", () 
 
 Deno.test("settings parse strictly and name their source", () => {
   assert.equal(parseVariant("avx2", "x"), "avx2");
+  assert.equal(parseVariant("neon_dotprod", "x"), "neon_dotprod");
   assert.equal(parseVariant(" auto ", "x"), "auto");
   assert.throws(
-    () => parseVariant("neon", "CFLOW_KERNEL_VARIANT"),
+    () => parseVariant("sve2", "CFLOW_KERNEL_VARIANT"),
     /CFLOW_KERNEL_VARIANT: unknown/,
   );
   assert.equal(parseThreads("16", "x"), 16);

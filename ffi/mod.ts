@@ -59,6 +59,7 @@ export {
   IO_BASE,
   STATUS,
   symbols,
+  VARIANT_ARCH,
   VARIANTS,
 } from "./symbols.ts";
 export type { Advice, CpuFeature, KernelSymbols, VariantName } from "./symbols.ts";

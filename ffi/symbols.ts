@@ -268,7 +268,9 @@ export const IO_BASE: number = -1000;
 
 /**
  * Kernel variant names and their ABI ids, in increasing order of ISA needs
- * (`avxvnni`, AVX2 with 256-bit VNNI, came last and has the highest id).
+ * within each architecture (`avxvnni`, AVX2 with 256-bit VNNI, came after
+ * `avx512vnni` and has a higher id). A library holds its architecture's
+ * variants only ({@linkcode VARIANT_ARCH}); the others are unsupported there.
  *
  * @example
  * ```ts
@@ -276,7 +278,14 @@ export const IO_BASE: number = -1000;
  * console.log(VARIANTS.avx512vnni); // 3
  * ```
  */
-export const VARIANTS = { scalar: 1, avx2: 2, avxvnni: 4, avx512vnni: 3 } as const;
+export const VARIANTS = {
+  scalar: 1,
+  avx2: 2,
+  avxvnni: 4,
+  avx512vnni: 3,
+  neon: 5,
+  neon_dotprod: 6,
+} as const;
 
 /**
  * Name of a kernel variant.
@@ -288,6 +297,25 @@ export const VARIANTS = { scalar: 1, avx2: 2, avxvnni: 4, avx512vnni: 3 } as con
  * ```
  */
 export type VariantName = keyof typeof VARIANTS;
+
+/**
+ * The architecture whose library holds each variant (`Deno.build.arch`'s
+ * names); `scalar` is in every library.
+ *
+ * @example
+ * ```ts
+ * import { VARIANT_ARCH } from "./symbols.ts";
+ * console.log(VARIANT_ARCH.neon_dotprod); // "aarch64"
+ * ```
+ */
+export const VARIANT_ARCH: Readonly<Record<VariantName, "x86_64" | "aarch64" | "any">> = {
+  scalar: "any",
+  avx2: "x86_64",
+  avxvnni: "x86_64",
+  avx512vnni: "x86_64",
+  neon: "aarch64",
+  neon_dotprod: "aarch64",
+};
 
 /**
  * CPU feature bits reported by `cf_cpu_features` (`cpu.Feature` in Zig).
@@ -322,6 +350,12 @@ export const CPU_FEATURES = {
   avxvnni: 20,
   lahf_lm: 21,
   xsave: 22,
+  // aarch64, from getauxval(AT_HWCAP) and AT_HWCAP2
+  asimd: 23,
+  fphp: 24,
+  asimdhp: 25,
+  asimddp: 26,
+  i8mm: 27,
 } as const;
 
 /**

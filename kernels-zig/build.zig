@@ -1,13 +1,22 @@
-//! Builds libcflow_kernels.so: one self-contained shared library for x86-64
-//! Linux (glibc 2.28+) holding four kernel variants compiled for four CPU
-//! levels (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v3 + AVX-VNNI,
-//! x86-64-v4 + AVX512-VNNI)
-//! and a baseline root that picks one at run time by cpuid. Nothing is built
-//! for the host CPU (`-mcpu=native`).
+//! Builds libcflow_kernels.so: one self-contained shared library for Linux
+//! (glibc 2.28+) holding the kernel variants of one architecture, each
+//! compiled for its CPU level, and a baseline root that picks one at run
+//! time. Nothing is built for the host CPU (`-mcpu=native`).
 //!
-//!   zig build -Doptimize=ReleaseFast   the shipped library (zig-out/lib)
+//! - x86-64 (cpuid): baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v3 +
+//!   AVX-VNNI, x86-64-v4 + AVX512-VNNI.
+//! - aarch64 (getauxval(AT_HWCAP)): baseline ARMv8-A, ARMv8-A with Advanced
+//!   SIMD kernels, ARMv8.2-A + dotprod.
+//!
+//!   zig build -Doptimize=ReleaseFast   the shipped library (zig-out/lib), for
+//!                                      the host's architecture (-Darch= to
+//!                                      choose: x86_64 or aarch64)
 //!   zig build wasm                     the WebAssembly fallback (zig-out/wasm)
-//!   zig build test                     every test, in Debug and ReleaseSafe
+//!   zig build test                     every test, in Debug and ReleaseSafe;
+//!                                      with -fqemu, the other architecture's
+//!                                      tests too, under qemu-user
+//!                                      (qemu-aarch64 on PATH:
+//!                                      scripts/test-zig.sh sets that up)
 //!
 //! The wasm fallback is the same root and the same scalar kernel source
 //! built for wasm32-freestanding with simd128 (no threads, no mmap, no
@@ -16,10 +25,39 @@
 
 const std = @import("std");
 
-const Variant = enum(u32) { scalar = 1, avx2 = 2, avx512vnni = 3, avxvnni = 4 };
+const Variant = enum(u32) { scalar = 1, avx2 = 2, avx512vnni = 3, avxvnni = 4, neon = 5, neon_dotprod = 6 };
 
-fn variantQuery(v: Variant) std.Target.Query {
-    var q = baseQuery();
+const Arch = enum { x86_64, aarch64 };
+
+/// The variants of one architecture's library (src/abi.zig variantsOf).
+fn variantsOf(arch: Arch) []const Variant {
+    return switch (arch) {
+        .x86_64 => &.{ .scalar, .avx2, .avx512vnni, .avxvnni },
+        .aarch64 => &.{ .scalar, .neon, .neon_dotprod },
+    };
+}
+
+/// Where a library or a test is built for: the architecture, and the C
+/// library (glibc for what ships; static musl for tests run under qemu-user,
+/// which then need no foreign sysroot).
+const Platform = struct {
+    arch: Arch,
+    abi: std.Target.Abi = .gnu,
+};
+
+fn variantQuery(p: Platform, v: Variant) std.Target.Query {
+    var q = baseQuery(p);
+    if (p.arch == .aarch64) {
+        switch (v) {
+            .scalar, .neon => q.cpu_model = .{ .explicit = &std.Target.aarch64.cpu.generic },
+            .neon_dotprod => {
+                q.cpu_model = .{ .explicit = &std.Target.aarch64.cpu.generic };
+                q.cpu_features_add = std.Target.aarch64.featureSet(&.{ .v8_2a, .dotprod });
+            },
+            else => unreachable,
+        }
+        return q;
+    }
     switch (v) {
         .scalar => q.cpu_model = .baseline,
         .avx2 => q.cpu_model = .{ .explicit = &std.Target.x86.cpu.x86_64_v3 },
@@ -31,39 +69,67 @@ fn variantQuery(v: Variant) std.Target.Query {
             q.cpu_model = .{ .explicit = &std.Target.x86.cpu.x86_64_v3 };
             q.cpu_features_add = std.Target.x86.featureSet(&.{.avxvnni});
         },
+        else => unreachable,
     }
     return q;
 }
 
-fn baseQuery() std.Target.Query {
+fn baseQuery(p: Platform) std.Target.Query {
     return .{
-        .cpu_arch = .x86_64,
+        .cpu_arch = switch (p.arch) {
+            .x86_64 => .x86_64,
+            .aarch64 => .aarch64,
+        },
         .os_tag = .linux,
-        .abi = .gnu,
-        .glibc_version = .{ .major = 2, .minor = 28, .patch = 0 },
-        .cpu_model = .baseline,
+        .abi = p.abi,
+        .glibc_version = if (p.abi == .gnu) .{ .major = 2, .minor = 28, .patch = 0 } else null,
+        .cpu_model = if (p.arch == .aarch64) .{ .explicit = &std.Target.aarch64.cpu.generic } else .baseline,
     };
 }
 
+fn hostArch(b: *std.Build) ?Arch {
+    return switch (b.graph.host.result.cpu.arch) {
+        .x86_64 => .x86_64,
+        .aarch64 => .aarch64,
+        else => null,
+    };
+}
+
+/// Whether the host CPU runs variant v of its own architecture natively.
 fn hostRuns(b: *std.Build, v: Variant) bool {
     const host = b.graph.host.result;
-    if (host.cpu.arch != .x86_64) return false;
-    const has = std.Target.x86.featureSetHas;
-    const f = host.cpu.features;
-    return switch (v) {
-        .scalar => true,
-        .avx2 => has(f, .avx2) and has(f, .fma) and has(f, .f16c) and has(f, .bmi2),
-        .avx512vnni => has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512dq) and has(f, .avx512vnni),
-        .avxvnni => hostRuns(b, .avx2) and has(f, .avxvnni),
-    };
+    switch (host.cpu.arch) {
+        .x86_64 => {
+            const has = std.Target.x86.featureSetHas;
+            const f = host.cpu.features;
+            return switch (v) {
+                .scalar => true,
+                .avx2 => has(f, .avx2) and has(f, .fma) and has(f, .f16c) and has(f, .bmi2),
+                .avx512vnni => has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512dq) and has(f, .avx512vnni),
+                .avxvnni => hostRuns(b, .avx2) and has(f, .avxvnni),
+                .neon, .neon_dotprod => false,
+            };
+        },
+        .aarch64 => {
+            const has = std.Target.aarch64.featureSetHas;
+            const f = host.cpu.features;
+            return switch (v) {
+                .scalar => true,
+                .neon => has(f, .neon),
+                .neon_dotprod => has(f, .neon) and has(f, .dotprod),
+                else => false,
+            };
+        },
+        else => return false,
+    }
 }
 
-fn variantModule(b: *std.Build, v: Variant, optimize: std.builtin.OptimizeMode) *std.Build.Module {
+fn variantModule(b: *std.Build, p: Platform, v: Variant, optimize: std.builtin.OptimizeMode) *std.Build.Module {
     const opts = b.addOptions();
     opts.addOption(u32, "variant", @intFromEnum(v));
     const m = b.createModule(.{
         .root_source_file = b.path("src/variant.zig"),
-        .target = b.resolveTargetQuery(variantQuery(v)),
+        .target = b.resolveTargetQuery(variantQuery(p, v)),
         .optimize = optimize,
         .link_libc = true,
         .pic = true,
@@ -73,16 +139,16 @@ fn variantModule(b: *std.Build, v: Variant, optimize: std.builtin.OptimizeMode) 
     return m;
 }
 
-fn rootModule(b: *std.Build, optimize: std.builtin.OptimizeMode) *std.Build.Module {
+fn rootModule(b: *std.Build, p: Platform, optimize: std.builtin.OptimizeMode) *std.Build.Module {
     const m = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
-        .target = b.resolveTargetQuery(baseQuery()),
+        .target = b.resolveTargetQuery(baseQuery(p)),
         .optimize = optimize,
         .link_libc = true,
         .pic = true,
     });
-    for (std.enums.values(Variant)) |v| {
-        const obj = b.addObject(.{ .name = b.fmt("cflow_{s}", .{@tagName(v)}), .root_module = variantModule(b, v, optimize) });
+    for (variantsOf(p.arch)) |v| {
+        const obj = b.addObject(.{ .name = b.fmt("cflow_{s}", .{@tagName(v)}), .root_module = variantModule(b, p, v, optimize) });
         m.addObject(obj);
     }
     return m;
@@ -128,14 +194,15 @@ fn wasmModule(b: *std.Build, optimize: std.builtin.OptimizeMode) *std.Build.Step
 
 pub fn build(b: *std.Build) void {
     const optimize = b.option(std.builtin.OptimizeMode, "optimize", "Build mode of the library (default ReleaseFast, what ships)") orelse .ReleaseFast;
+    const arch = b.option(Arch, "arch", "Architecture of the library (default: the host's; x86_64 elsewhere)") orelse hostArch(b) orelse .x86_64;
 
     const lib = b.addLibrary(.{
         .name = "cflow_kernels",
         .linkage = .dynamic,
-        .root_module = rootModule(b, optimize),
+        .root_module = rootModule(b, .{ .arch = arch }, optimize),
     });
     // Export the cf_* functions only (kernels-zig/exports.map).
-    lib.setVersionScript(b.path("exports.map"));
+    lib.setVersionScript(b.path(if (arch == .aarch64) "exports_aarch64.map" else "exports.map"));
     b.installArtifact(lib);
 
     const wasm_step = b.step("wasm", "Build the WebAssembly fallback into zig-out/wasm/cflow_kernels.wasm (ReleaseFast)");
@@ -143,26 +210,58 @@ pub fn build(b: *std.Build) void {
     wasm_step.dependOn(&b.addInstallArtifact(wasm, .{ .dest_dir = .{ .override = .{ .custom = "wasm" } } }).step);
 
     const test_step = b.step("test", "Run every Zig test in Debug and ReleaseSafe");
+    const host_arch = hostArch(b) orelse .x86_64;
+    const native: Platform = .{ .arch = host_arch };
+    const foreign: Arch = if (host_arch == .x86_64) .aarch64 else .x86_64;
     for ([_]std.builtin.OptimizeMode{ .Debug, .ReleaseSafe }) |mode| {
-        const root_tests = b.addTest(.{ .name = b.fmt("root-{s}", .{@tagName(mode)}), .root_module = rootModule(b, mode) });
+        // The other architecture's shipped library compiles in every test
+        // run, so that its code cannot rot where it cannot run.
+        test_step.dependOn(&b.addLibrary(.{
+            .name = b.fmt("cflow_kernels_{s}_{s}", .{ @tagName(foreign), @tagName(mode) }),
+            .linkage = .dynamic,
+            .root_module = rootModule(b, .{ .arch = foreign }, mode),
+        }).step);
+        if (b.enable_qemu) {
+            // Its tests (root and every variant), static musl binaries, run
+            // under qemu-user with every CPU feature qemu models.
+            const p: Platform = .{ .arch = foreign, .abi = .musl };
+            const root_foreign = b.addTest(.{ .name = b.fmt("root-{s}-{s}", .{ @tagName(foreign), @tagName(mode) }), .root_module = rootModule(b, p, mode) });
+            test_step.dependOn(&qemuRun(b, root_foreign).step);
+            for (variantsOf(foreign)) |v| {
+                const t = b.addTest(.{ .name = b.fmt("{s}-{s}", .{ @tagName(v), @tagName(mode) }), .root_module = variantModule(b, p, v, mode) });
+                test_step.dependOn(&qemuRun(b, t).step);
+            }
+        } else if (mode == .Debug) {
+            std.log.warn("skipping the {s} tests: run with -fqemu and qemu-{s} on PATH (scripts/test-zig.sh)", .{ @tagName(foreign), @tagName(foreign) });
+        }
+        const root_tests = b.addTest(.{ .name = b.fmt("root-{s}", .{@tagName(mode)}), .root_module = rootModule(b, native, mode) });
         test_step.dependOn(&b.addRunArtifact(root_tests).step);
         // The wasm build's expf against this machine's glibc, and the wasm
         // root compiling at all (it is not run here: ffi/wasm_backend_test.ts).
         const expf_tests = b.addTest(.{ .name = b.fmt("expf-{s}", .{@tagName(mode)}), .root_module = b.createModule(.{
             .root_source_file = b.path("src/expf.zig"),
-            .target = b.resolveTargetQuery(baseQuery()),
+            .target = b.resolveTargetQuery(baseQuery(native)),
             .optimize = mode,
             .link_libc = true,
         }) });
         test_step.dependOn(&b.addRunArtifact(expf_tests).step);
         test_step.dependOn(&wasmModule(b, mode).step);
-        for (std.enums.values(Variant)) |v| {
+        for (variantsOf(host_arch)) |v| {
             if (!hostRuns(b, v)) {
                 std.log.warn("skipping {s} kernel tests: this CPU cannot run them", .{@tagName(v)});
                 continue;
             }
-            const t = b.addTest(.{ .name = b.fmt("{s}-{s}", .{ @tagName(v), @tagName(mode) }), .root_module = variantModule(b, v, mode) });
+            const t = b.addTest(.{ .name = b.fmt("{s}-{s}", .{ @tagName(v), @tagName(mode) }), .root_module = variantModule(b, native, v, mode) });
             test_step.dependOn(&b.addRunArtifact(t).step);
         }
     }
+}
+
+/// Runs a foreign test binary under qemu-user (-fqemu) with QEMU_CPU=max, so
+/// that every variant's instructions (dotprod, i8mm) exist in the emulated
+/// CPU; results come back through the test runner's protocol as natively.
+fn qemuRun(b: *std.Build, t: *std.Build.Step.Compile) *std.Build.Step.Run {
+    const run = b.addRunArtifact(t);
+    run.setEnvironmentVariable("QEMU_CPU", "max");
+    return run;
 }

@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LIB="$ROOT/kernels-zig/zig-out/lib/libcflow_kernels.so"
 WASM="$ROOT/kernels-zig/zig-out/wasm/cflow_kernels.wasm"
-SOURCES=("$ROOT/kernels-zig/src" "$ROOT/kernels-zig/build.zig" "$ROOT/kernels-zig/build.zig.zon" "$ROOT/kernels-zig/exports.map")
+SOURCES=("$ROOT/kernels-zig/src" "$ROOT/kernels-zig/build.zig" "$ROOT/kernels-zig/build.zig.zon" "$ROOT/kernels-zig/exports.map" "$ROOT/kernels-zig/exports_aarch64.map")
 fresh() {
   [ -f "$1" ] && [ -z "$(find "${SOURCES[@]}" -newer "$1" -print -quit)" ]
 }

@@ -63,7 +63,21 @@ pub const Variant = enum(u32) {
     avx2 = 2,
     avx512vnni = 3,
     avxvnni = 4,
+    /// aarch64 Advanced SIMD (ARMv8-A baseline).
+    neon = 5,
+    /// aarch64 with SDOT (ARMv8.2-A dotprod: Neoverse N1/V1, Graviton 2+,
+    /// Ampere Altra, Apple M1+).
+    neon_dotprod = 6,
 };
+
+/// The variants a library built for `arch` links, in id order.
+pub fn variantsOf(comptime arch: std.Target.Cpu.Arch) []const Variant {
+    return switch (arch) {
+        .x86_64 => &.{ .scalar, .avx2, .avx512vnni, .avxvnni },
+        .aarch64 => &.{ .scalar, .neon, .neon_dotprod },
+        else => &.{.scalar},
+    };
+}
 
 /// Number of weights in one ggml quantization block.
 pub const qk: usize = 32;

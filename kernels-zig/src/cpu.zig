@@ -12,36 +12,10 @@ comptime {
     assert(builtin.cpu.arch == .x86_64);
 }
 
-/// Feature bits reported by `cf_cpu_features`; mirrored in ffi/symbols.ts.
-pub const Feature = enum(u6) {
-    sse3 = 0,
-    ssse3 = 1,
-    sse4_1 = 2,
-    sse4_2 = 3,
-    popcnt = 4,
-    cx16 = 5,
-    avx = 6, // CPU support and OS-enabled YMM state
-    avx2 = 7,
-    fma = 8,
-    f16c = 9,
-    bmi1 = 10,
-    bmi2 = 11,
-    lzcnt = 12,
-    movbe = 13,
-    avx512f = 14, // CPU support and OS-enabled ZMM/opmask state
-    avx512bw = 15,
-    avx512cd = 16,
-    avx512dq = 17,
-    avx512vl = 18,
-    avx512vnni = 19,
-    avxvnni = 20,
-    lahf_lm = 21,
-    xsave = 22,
-};
-
-pub fn bit(f: Feature) u64 {
-    return @as(u64, 1) << @intFromEnum(f);
-}
+const feature_bits = @import("features.zig");
+pub const Feature = feature_bits.Feature;
+pub const bit = feature_bits.bit;
+pub const physicalCores = @import("cores.zig").physicalCores;
 
 const CpuidResult = struct { eax: u32, ebx: u32, ecx: u32, edx: u32 };
 
@@ -152,6 +126,9 @@ pub fn required(v: abi.Variant) u64 {
         .avx2 => v3,
         .avx512vnni => v4 | bit(.avx512vnni),
         .avxvnni => v3 | bit(.avxvnni),
+        // aarch64 variants: never on an x86-64 CPU (these bits stay clear).
+        .neon => bit(.asimd),
+        .neon_dotprod => bit(.asimd) | bit(.asimddp),
     };
 }
 
@@ -166,60 +143,6 @@ pub fn best(features: u64) abi.Variant {
     if (supports(features, .avxvnni)) return .avxvnni;
     if (supports(features, .avx2)) return .avx2;
     return .scalar;
-}
-
-/// Physical cores this process may run on: logical CPUs in the affinity
-/// mask, with SMT siblings counted once (from sysfs topology); falls back to
-/// the logical count when topology cannot be read.
-pub fn physicalCores() u32 {
-    const set = std.posix.sched_getaffinity(0) catch return logicalCores();
-    var seen: [1024]u64 = undefined; // (package << 32 | core) per counted CPU
-    var n_seen: usize = 0;
-    var logical: u32 = 0;
-    const bits_per = @bitSizeOf(usize);
-    for (set, 0..) |word, wi| {
-        if (word == 0) continue;
-        for (0..bits_per) |b| {
-            if ((word >> @intCast(b)) & 1 == 0) continue;
-            const cpu_id = wi * bits_per + b;
-            logical += 1;
-            const core = readTopology(cpu_id, "core_id") orelse return logical_or(set);
-            const pkg = readTopology(cpu_id, "physical_package_id") orelse return logical_or(set);
-            const key = (@as(u64, pkg) << 32) | core;
-            const dup = for (seen[0..n_seen]) |s| {
-                if (s == key) break true;
-            } else false;
-            if (!dup) {
-                if (n_seen == seen.len) return logical_or(set);
-                seen[n_seen] = key;
-                n_seen += 1;
-            }
-        }
-    }
-    if (n_seen == 0) return @max(1, logical);
-    return @intCast(n_seen);
-}
-
-fn logical_or(set: std.posix.cpu_set_t) u32 {
-    var n: u32 = 0;
-    for (set) |word| n += @popCount(word);
-    return @max(1, n);
-}
-
-fn logicalCores() u32 {
-    const n = std.Thread.getCpuCount() catch 1;
-    return @intCast(@max(1, @min(n, 1024)));
-}
-
-fn readTopology(cpu_id: usize, comptime field: []const u8) ?u32 {
-    var path_buf: [96]u8 = undefined;
-    const path = std.fmt.bufPrintZ(&path_buf, "/sys/devices/system/cpu/cpu{d}/topology/" ++ field, .{cpu_id}) catch return null;
-    const file = std.fs.openFileAbsoluteZ(path, .{}) catch return null;
-    defer file.close();
-    var buf: [32]u8 = undefined;
-    const n = file.readAll(&buf) catch return null;
-    const text = std.mem.trim(u8, buf[0..n], " \n\t");
-    return std.fmt.parseInt(u32, text, 10) catch null;
 }
 
 test "detect agrees with the compile-time baseline and picks a runnable variant" {

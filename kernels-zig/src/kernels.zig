@@ -1,8 +1,9 @@
 //! Kernel bodies, written once and compiled once per ISA variant.
 //!
-//! `variant.zig` instantiates this file four times (scalar, AVX2+FMA,
-//! AVX2+AVX-VNNI,
-//! AVX-512BW+VNNI) as separate objects, each built for its own CPU level.
+//! `variant.zig` instantiates this file once per variant of the library's
+//! architecture, as separate objects, each built for its own CPU level:
+//! x86-64 scalar, AVX2+FMA, AVX2+AVX-VNNI and AVX-512BW+VNNI; aarch64
+//! scalar, Advanced SIMD (NEON) and NEON with SDOT (dotprod).
 //! The `scalar` namespace below is the reference every SIMD path is tested
 //! against: integer block dot products must match it exactly, float results
 //! within a small relative error (only the summation order differs).
@@ -41,12 +42,14 @@ inline fn exp(x: anytype) @TypeOf(x) {
 }
 
 /// The vector ISA of this variant's float and row kernels: `avxvnni` is the
-/// AVX2 variant with 256-bit `vpdpbusd` for its integer dot products.
-const Isa = enum { scalar, avx2, avx512 };
+/// AVX2 variant with 256-bit `vpdpbusd` for its integer dot products;
+/// `neon_dotprod` the NEON variant with `sdot`.
+const Isa = enum { scalar, avx2, avx512, neon };
 const isa: Isa = switch (variant) {
     .scalar => .scalar,
     .avx2, .avxvnni => .avx2,
     .avx512vnni => .avx512,
+    .neon, .neon_dotprod => .neon,
 };
 
 /// f32 lanes used by the float kernels of this variant.
@@ -54,17 +57,31 @@ const lanes: usize = switch (isa) {
     .scalar => 1,
     .avx2 => 8,
     .avx512 => 16,
+    .neon => 4,
 };
 
+const is_arm = builtin.cpu.arch == .aarch64;
+
 comptime {
-    const has = std.Target.x86.featureSetHas;
     const f = builtin.cpu.features;
-    if (!is_wasm) switch (variant) {
-        .scalar => {},
-        .avx2 => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c)),
-        .avx512vnni => assert(has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512vnni)),
-        .avxvnni => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c) and has(f, .avxvnni)),
-    };
+    if (is_arm) {
+        const has = std.Target.aarch64.featureSetHas;
+        switch (variant) {
+            .scalar => {},
+            .neon => assert(has(f, .neon)),
+            .neon_dotprod => assert(has(f, .neon) and has(f, .dotprod)),
+            .avx2, .avxvnni, .avx512vnni => unreachable,
+        }
+    } else if (!is_wasm) {
+        const has = std.Target.x86.featureSetHas;
+        switch (variant) {
+            .scalar => {},
+            .avx2 => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c)),
+            .avx512vnni => assert(has(f, .avx512bw) and has(f, .avx512vl) and has(f, .avx512vnni)),
+            .avxvnni => assert(has(f, .avx2) and has(f, .fma) and has(f, .f16c) and has(f, .avxvnni)),
+            .neon, .neon_dotprod => unreachable,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -260,6 +277,47 @@ inline fn lanesQ8_0x1Avx2(w: *const [32]i8, x: *const [32]i8) V8i32 {
     return @"llvm.x86.avx2.pmadd.wd"(w_lo, x_lo) + @"llvm.x86.avx2.pmadd.wd"(w_hi, x_hi);
 }
 
+extern fn @"llvm.aarch64.neon.sdot.v4i32.v16i8"(@Vector(4, i32), @Vector(16, i8), @Vector(16, i8)) @Vector(4, i32);
+
+/// Lane i = sum of w[4i + k] * x[4i + k], k < 4, exact: `sdot` on the
+/// dotprod variant; elsewhere i8 products widened to i16 (|p| <= 2^14) and
+/// summed in i32 pairs twice (`smull`, `saddlp`, `addp` on NEON).
+inline fn dot4(comptime N: usize, w: @Vector(4 * N, i8), x: @Vector(4 * N, i8)) @Vector(N, i32) {
+    if (variant == .neon_dotprod) {
+        comptime assert(N % 4 == 0);
+        var out: @Vector(N, i32) = undefined;
+        inline for (0..N / 4) |c| {
+            const wc: @Vector(16, i8) = std.simd.extract(w, c * 16, 16);
+            const xc: @Vector(16, i8) = std.simd.extract(x, c * 16, 16);
+            const d = @"llvm.aarch64.neon.sdot.v4i32.v16i8"(@splat(0), wc, xc);
+            inline for (0..4) |k| out[c * 4 + k] = d[k];
+        }
+        return out;
+    }
+    const a: @Vector(4 * N, i16) = w;
+    const b: @Vector(4 * N, i16) = x;
+    const p: @Vector(4 * N, i32) = a * b;
+    const pairs = @shuffle(i32, p, undefined, std.simd.iota(i32, 2 * N) * @as(@Vector(2 * N, i32), @splat(2))) +
+        @shuffle(i32, p, undefined, std.simd.iota(i32, 2 * N) * @as(@Vector(2 * N, i32), @splat(2)) + @as(@Vector(2 * N, i32), @splat(1)));
+    return @shuffle(i32, pairs, undefined, std.simd.iota(i32, N) * @as(@Vector(N, i32), @splat(2))) +
+        @shuffle(i32, pairs, undefined, std.simd.iota(i32, N) * @as(@Vector(N, i32), @splat(2)) + @as(@Vector(N, i32), @splat(1)));
+}
+
+/// NEON: one Q4_0 block. The nibbles minus 8 are signed bytes in [-8, 7], so
+/// a signed dot needs no correction.
+inline fn lanesQ4_0x1Neon(w: *const [16]u8, x: *const [32]i8) V8i32 {
+    const q: @Vector(16, u8) = w.*;
+    const lo = q & @as(@Vector(16, u8), @splat(0x0f));
+    const hi = q >> @as(@Vector(16, u3), @splat(4));
+    const wv: @Vector(32, i8) = @as(@Vector(32, i8), @bitCast(std.simd.join(lo, hi))) - @as(@Vector(32, i8), @splat(8));
+    return dot4(8, wv, x.*);
+}
+
+/// NEON: one Q8_0 block.
+inline fn lanesQ8_0x1Neon(w: *const [32]i8, x: *const [32]i8) V8i32 {
+    return dot4(8, w.*, x.*);
+}
+
 /// Per-block integer dot products of Q4_0 (sum((q - 8) * x)) or Q8_0
 /// (sum(w * x)) weight blocks with Q8_0 activation blocks.
 fn blockDots(comptime W: type, w: []const W, x: []const BlockQ8_0, out: []i32) void {
@@ -270,7 +328,7 @@ fn blockDots(comptime W: type, w: []const W, x: []const BlockQ8_0, out: []i32) v
         .scalar => for (w, x, out) |*wb, *xb, *o| {
             o.* = if (W == BlockQ4_0) scalar.blockDotQ4_0(wb, xb) else scalar.blockDotQ8_0(wb, xb);
         },
-        .avx2 => for (w, x, out) |*wb, *xb, *o| {
+        .avx2, .neon => for (w, x, out) |*wb, *xb, *o| {
             o.* = @reduce(.Add, L.avx2(&wb.qs, &xb.qs));
         },
         .avx512 => {
@@ -308,8 +366,11 @@ inline fn scaleOne(w: anytype, x: *const BlockQ8_0) @Vector(8, f32) {
 /// The integer lane functions of one weight block type.
 fn Lanes(comptime W: type) type {
     return struct {
-        /// The 256-bit lanes: vpdpbusd where the variant has AVX-VNNI.
-        const avx2 = if (variant == .avxvnni)
+        /// The 8-lane functions: vpdpbusd where the variant has AVX-VNNI,
+        /// sdot or widening products on NEON.
+        const avx2 = if (isa == .neon)
+            (if (W == BlockQ4_0) lanesQ4_0x1Neon else lanesQ8_0x1Neon)
+        else if (variant == .avxvnni)
             (if (W == BlockQ4_0) lanesQ4_0x1Vnni else lanesQ8_0x1Vnni)
         else if (W == BlockQ4_0) lanesQ4_0x1Avx2 else lanesQ8_0x1Avx2;
         const vnni1 = if (W == BlockQ4_0) lanesQ4_0x1Vnni else lanesQ8_0x1Vnni;
@@ -325,7 +386,7 @@ fn dotRow(comptime W: type, w: []const W, x: []const BlockQ8_0) f32 {
     const L = Lanes(W);
     switch (isa) {
         .scalar => return L.reference(w, x),
-        .avx2 => {
+        .avx2, .neon => {
             var acc: @Vector(8, f32) = @splat(0);
             for (w, x) |*wb, *xb| {
                 const l: @Vector(8, f32) = @floatFromInt(L.avx2(&wb.qs, &xb.qs));
@@ -429,6 +490,7 @@ fn QLanes(comptime t: TileType) type {
             return switch (variant) {
                 .avx512vnni, .avxvnni => if (t == .q4_0) lanesQ4_0x1Vnni(w, x) else lanesQ8_0x1Vnni(w, x),
                 .avx2 => if (t == .q4_0) lanesQ4_0x1Avx2(w, x) else lanesQ8_0x1Avx2(w, x),
+                .neon, .neon_dotprod => if (t == .q4_0) lanesQ4_0x1Neon(w, x) else lanesQ8_0x1Neon(w, x),
                 .scalar => unreachable,
             };
         }
@@ -478,7 +540,7 @@ fn stripeQuant(comptime t: TileType, base: [*]const u8, tr: usize, cols: usize, 
                     const isum = L.scalarGroup(w, &xs[g].qs);
                     acc += @as(f32, @floatFromInt(isum)) * (f16At(srow + g * 2) * abi.f16ToF32(xs[g].d));
                 },
-                .avx2 => {
+                .avx2, .neon => {
                     var v: @Vector(8, f32) = @splat(0);
                     for (0..ng) |g| {
                         const w: *const L.G = @ptrCast(drow + g * gb);
@@ -589,6 +651,11 @@ pub const PanelPrim = enum {
     vnni256,
     /// `vpmaddubsw` + `vpmaddwd` on ymm (AVX2): 8 rows per vector.
     maddubs256,
+    /// `sdot` on 128-bit vectors (aarch64 dotprod): 4 rows per vector.
+    sdot128,
+    /// Widening products `smull` + pairwise sums on 128-bit vectors
+    /// (aarch64 Advanced SIMD): 4 rows per vector.
+    smull128,
 };
 
 /// This variant's panel primitive; null runs the scalar loop (panelScalar).
@@ -597,6 +664,8 @@ pub const panel_prim: ?PanelPrim = switch (variant) {
     .avx2 => .maddubs256,
     .avxvnni => .vnni256,
     .avx512vnni => .vnni512,
+    .neon_dotprod => .sdot128,
+    .neon => .smull128,
 };
 
 /// Tokens per weight load in a prefill batch (the register block is
@@ -606,6 +675,9 @@ fn panelBlock(comptime prim: PanelPrim) usize {
         .vnni512 => 4,
         .vnni256 => 3,
         .maddubs256 => 3,
+        // Not measured (no aarch64 machine here): 32 vector registers, as
+        // AVX-512 has.
+        .sdot128, .smull128 => 4,
     };
 }
 
@@ -625,19 +697,26 @@ fn panelBlock(comptime prim: PanelPrim) usize {
 ///   would not negate). Each chunk widens to i32 at once.
 fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
     return struct {
-        pub const rows: usize = if (prim == .vnni512) 16 else 8;
+        pub const rows: usize = switch (prim) {
+            .vnni512 => 16,
+            .vnni256, .maddubs256 => 8,
+            .sdot128, .smull128 => 4,
+        };
+        /// The NEON primitives multiply signed by signed: Q8_0 weights get
+        /// their sign back in `prepare` and need no correction.
+        const signed_weights = prim == .sdot128 or prim == .smull128;
         pub const VB = @Vector(rows * 4, u8);
         const VI = @Vector(rows, i32);
         const VX = @Vector(rows * 4, i8);
         pub const W = struct { a: VB, b: VB };
         pub const Acc = switch (prim) {
-            .vnni512, .vnni256 => [2]VI,
+            .vnni512, .vnni256, .sdot128, .smull128 => [2]VI,
             .maddubs256 => if (q == .q4_0) V16i16 else V8i32,
         };
 
         pub inline fn zero() Acc {
             return switch (prim) {
-                .vnni512, .vnni256 => .{ @splat(0), @splat(0) },
+                .vnni512, .vnni256, .sdot128, .smull128 => .{ @splat(0), @splat(0) },
                 .maddubs256 => @splat(0),
             };
         }
@@ -650,6 +729,10 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
                 const signed: VX = @bitCast(wv ^ @as(VB, @splat(0x80)));
                 return .{ .a = @abs(signed), .b = @bitCast(signed) };
             }
+            if (signed_weights) {
+                const signed = wv ^ @as(VB, @splat(0x80));
+                return .{ .a = signed, .b = signed };
+            }
             return .{ .a = wv, .b = wv };
         }
 
@@ -658,18 +741,22 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
             return @bitCast(@as(VI, @splat(@bitCast(readU32(p)))));
         }
 
+        /// acc + the 4-byte dot of each row (u8 x i8 on x86, i8 x i8 on NEON).
         inline fn vnni(acc: VI, w: VB, x: VX) VI {
-            return if (prim == .vnni512)
-                @"llvm.x86.avx512.vpdpbusd.512"(acc, @bitCast(w), @bitCast(x))
-            else
-                @"llvm.x86.avx512.vpdpbusd.256"(acc, @bitCast(w), @bitCast(x));
+            return switch (prim) {
+                .vnni512 => @"llvm.x86.avx512.vpdpbusd.512"(acc, @bitCast(w), @bitCast(x)),
+                .vnni256 => @"llvm.x86.avx512.vpdpbusd.256"(acc, @bitCast(w), @bitCast(x)),
+                .sdot128 => @"llvm.aarch64.neon.sdot.v4i32.v16i8"(acc, @bitCast(w), x),
+                .smull128 => acc + dot4(rows, @bitCast(w), x),
+                .maddubs256 => unreachable,
+            };
         }
 
         /// Chunk c (columns 4c..4c+3, and 16+4c.. for Q4_0's high nibbles)
         /// of the group whose activation quants start at qs.
         pub inline fn step(acc: *Acc, w: W, comptime c: usize, qs: [*]const u8) void {
             switch (prim) {
-                .vnni512, .vnni256 => if (q == .q4_0) {
+                .vnni512, .vnni256, .sdot128, .smull128 => if (q == .q4_0) {
                     acc[0] = vnni(acc[0], w.a, broadcast(qs + 4 * c));
                     acc[1] = vnni(acc[1], w.b, broadcast(qs + 16 + 4 * c));
                 } else {
@@ -690,6 +777,10 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         pub inline fn finish(acc: Acc, sum_x: i32) VI {
             return switch (prim) {
                 .vnni512, .vnni256 => acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q))),
+                .sdot128, .smull128 => if (q == .q4_0)
+                    acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q)))
+                else
+                    acc[0] + acc[1],
                 .maddubs256 => if (q == .q4_0)
                     @"llvm.x86.avx2.pmadd.wd"(acc, @splat(1)) - @as(VI, @splat(sum_x * 8))
                 else

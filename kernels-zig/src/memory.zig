@@ -55,10 +55,6 @@ fn errno() i32 {
     return if (e > 0 and e < 4096) e else 5; // EIO when errno is not usable
 }
 
-
-
-
-
 pub const View = common.View;
 
 /// Maps a regular file read-only. Returns a handle (> 0) or a status code.

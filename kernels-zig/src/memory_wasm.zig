@@ -50,10 +50,6 @@ const claim = handles.claim;
 const nextGeneration = handles.nextGeneration;
 const gpa = std.heap.wasm_allocator;
 
-
-
-
-
 pub const View = common.View;
 
 /// ENOSYS in Linux numbering, like every other `io_base - errno` status.

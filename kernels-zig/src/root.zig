@@ -17,7 +17,11 @@ const Table = @import("table.zig").Table;
 /// in linear memory instead of mmap (memory_wasm.zig). Every export keeps
 /// its name, checks and status codes.
 pub const is_wasm = builtin.cpu.arch == .wasm32;
-const cpu = if (is_wasm) @import("cpu_wasm.zig") else @import("cpu.zig");
+const cpu = switch (builtin.cpu.arch) {
+    .wasm32 => @import("cpu_wasm.zig"),
+    .aarch64 => @import("cpu_arm.zig"),
+    else => @import("cpu.zig"),
+};
 const memory = if (is_wasm) @import("memory_wasm.zig") else @import("memory.zig");
 const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 /// Direct reads and staging (io.zig): native only; the wasm32 build exports
@@ -30,12 +34,20 @@ const assert = std.debug.assert;
 const Status = abi.Status;
 const qk = abi.qk;
 
-/// Indexed by variant id - 1. wasm32 links the scalar object only.
-const tables = if (is_wasm) [_]Table{Table.bind("scalar")} else [_]Table{
-    Table.bind("scalar"),
-    Table.bind("avx2"),
-    Table.bind("avx512vnni"),
-    Table.bind("avxvnni"),
+/// The variant objects this build links (abi.variantsOf its architecture;
+/// wasm32 links the scalar object only).
+const linked = abi.variantsOf(builtin.cpu.arch);
+const max_variant_id = blk: {
+    var m: u32 = 0;
+    for (std.enums.values(abi.Variant)) |v| m = @max(m, @intFromEnum(v));
+    break :blk m;
+};
+
+/// Indexed by variant id - 1; null for a variant of another architecture.
+const tables: [max_variant_id]?Table = blk: {
+    var t: [max_variant_id]?Table = @splat(null);
+    for (linked) |v| t[@intFromEnum(v) - 1] = Table.bind(@tagName(v));
+    break :blk t;
 };
 
 var init_lock: std.Thread.Mutex = .{};
@@ -48,7 +60,7 @@ var active: std.atomic.Value(u32) = .init(0);
 fn table() ?*const Table {
     const v = active.load(.acquire);
     if (v == 0) return null;
-    return &tables[v - 1];
+    return &(tables[v - 1].?);
 }
 
 fn ok() i32 {
