@@ -4,6 +4,7 @@
  *   deno task bench:vs-llama [--models smollm2-q4_0,smollm2-q8_0,random-1b-q4_0]
  *     [--threads 1,2] [--reps 5] [--seed N] [--quick] [--pp 512] [--tg 128]
  *     [--agree-tokens 512] [--ctx 1024] [--llama-flash-attention auto|on|off]
+ *     [--llama-cpu NAME]
  *     [--stream-mib 256] [--gate-only] [--out FILE]
  *
  * Models (all made locally, never committed, into the git-ignored cache/models/):
@@ -23,7 +24,10 @@
  *   do: `resolveModel` converts it once into cache/converted/ (the conversion runs before any
  *   measurement, in its own process), `Transformer.load`, `generate()`; llama.cpp is
  *   node-llama-cpp 3.21.1's prebuilt CPU build (scripts/install-llamacpp.sh), `gpu: false`,
- *   `build: "never"`, all layers on the CPU, an f16 KV cache like cflow's, both with a context
+ *   `build: "never"`, all layers on the CPU (llama.cpp loads the best of its per-CPU backends
+ *   this CPU runs; `--llama-cpu haswell` leaves it only its AVX2 one, through
+ *   `scripts/install-llamacpp.sh --cpu`, to compare like with like beside
+ *   `CFLOW_KERNEL_VARIANT=avx2` on a CPU that has AVX-512), an f16 KV cache like cflow's, both with a context
  *   of `--ctx` positions. Flash attention is llama.cpp's own default ("auto") for speed, off
  *   for the agreement check.
  * - Tests: pp512 (a 512-token prompt, prefill tok/s: cflow's `generate()` with one output
@@ -394,11 +398,13 @@ interface Sample {
   ids?: number[];
   memory?: ProcMemory;
   loadMs?: number;
+  /** llama.cpp's system info line: the CPU features its loaded backend uses. */
+  systemInfo?: string;
   wallMs: number;
 }
 
 let LIB = `${ROOT}/kernels-zig/zig-out/lib/libcflow_kernels.so`;
-const NLC_DIR = `${ROOT}/.tools/llamacpp`;
+let NLC_DIR = `${ROOT}/.tools/llamacpp`;
 const CONVERTED = `${ROOT}/cache/converted`;
 const FIXTURE = `${ROOT}/tests/fixtures/llamacpp/teacher_forced.json`;
 const CFLOW_ENV = "CFLOW_KERNELS,CFLOW_THREADS,CFLOW_KERNEL_VARIANT,CFLOW_CPU_DISABLE,CFLOW_CACHE";
@@ -516,6 +522,7 @@ async function main(): Promise<number> {
       "agree-tokens": { type: "string" },
       ctx: { type: "string", default: "1024" },
       "llama-flash-attention": { type: "string", default: "auto" },
+      "llama-cpu": { type: "string" },
       "stream-mib": { type: "string", default: "256" },
       out: { type: "string" },
     },
@@ -563,6 +570,17 @@ async function main(): Promise<number> {
     throw new RangeError(`--ctx ${ctx} is too small for the prompts`);
   }
   LIB = Deno.env.get("CFLOW_KERNELS") ?? LIB;
+  const llamaCpu = values["llama-cpu"];
+  if (llamaCpu !== undefined) {
+    if (!/^[a-z0-9_]+$/.test(llamaCpu)) throw new RangeError(`bad --llama-cpu '${llamaCpu}'`);
+    const made = await new Deno.Command("bash", {
+      args: [`${ROOT}/scripts/install-llamacpp.sh`, "--cpu", llamaCpu],
+      stdout: "piped",
+      stderr: "inherit",
+    }).output();
+    if (!made.success) throw new Error(`scripts/install-llamacpp.sh --cpu ${llamaCpu} failed`);
+    NLC_DIR = new TextDecoder().decode(made.stdout).trim().split("\n").pop()!;
+  }
   try {
     await Deno.stat(`${NLC_DIR}/node_modules/node-llama-cpp/package.json`);
   } catch {
@@ -729,6 +747,7 @@ async function main(): Promise<number> {
         ids: r.ids as number[] | undefined,
         memory: r.memory as ProcMemory | undefined,
         loadMs: r.loadMs as number | undefined,
+        systemInfo: r.systemInfo as string | undefined,
         wallMs: performance.now() - t0,
       };
       samples.push(sample);
@@ -775,9 +794,12 @@ async function main(): Promise<number> {
   const say = (l = "") => lines.push(l);
   say(
     `cflow vs llama.cpp: ${machine.cpu}, cflow ${machine.variant} kernels (${machine.library}), ` +
-      `llama.cpp via node-llama-cpp 3.21.1 (prebuilt CPU build, flash attention ` +
+      `llama.cpp via node-llama-cpp 3.21.1 (prebuilt CPU build` +
+      `${llamaCpu === undefined ? "" : `, only its ${llamaCpu} CPU backend`}, flash attention ` +
       `${values["llama-flash-attention"]})`,
   );
+  const llamaInfo = samples.find((x) => x.config.engine === "llama.cpp")?.systemInfo;
+  if (llamaInfo !== undefined) say(`llama.cpp ${llamaInfo.trim().replace(/\s*\|\s*$/, "")}`);
   say(
     `${reps} repetitions, order seed ${seed}, ctx ${ctx}, f16 KV cache, ` +
       `${haveTaskset ? "pinned with taskset" : "unpinned"}${values.quick ? ", --quick" : ""}; ` +
@@ -966,6 +988,7 @@ async function main(): Promise<number> {
           threads,
           pinned: haveTaskset,
           llamaFlashAttention: values["llama-flash-attention"],
+          llamaCpu: llamaCpu ?? "best",
           streamBytes,
           deno: Deno.version.deno,
           ...machine,

@@ -11,7 +11,23 @@
 #
 # Reuses an install that has both packages at the pinned versions. Prints the folder to pass
 # as NLC_DIR (it holds node_modules/) on success; needs node and npm.
+#
+# `--cpu NAME` (e.g. haswell) prints instead a sibling tree, .tools/llamacpp-cpu-NAME/, made of
+# hard links to the install with one change: of llama.cpp's per-CPU backends
+# (libggml-cpu-*.so, of which it loads the best one the CPU runs) only libggml-cpu-NAME.so is
+# left. `bench:vs-llama --llama-cpu haswell` uses it to run llama.cpp's AVX2 build on a CPU
+# that also has AVX-512, beside cflow's avx2 variant.
 set -euo pipefail
+
+CPU=""
+case "${1:-}" in
+  --cpu)
+    CPU="${2:-}"
+    [[ "$CPU" =~ ^[a-z0-9_]+$ ]] || { echo "install-llamacpp: error: --cpu needs a variant name like haswell" >&2; exit 2; }
+    ;;
+  "") ;;
+  *) echo "install-llamacpp: error: unknown argument '$1' (only --cpu NAME)" >&2; exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$ROOT/.tools/llamacpp"
@@ -27,6 +43,40 @@ for tool in node npm; do
   command -v "$tool" >/dev/null 2>&1 || die "'$tool' is required but was not found on PATH"
 done
 [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || die "only x86-64 Linux is supported (prebuilt linux-x64 binaries)"
+
+# Prints the folder to use: the install, or with --cpu its one-variant sibling (made once).
+finish() {
+  if [ -z "$CPU" ]; then
+    printf '%s\n' "$DIR"
+    return
+  fi
+  local bins="node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+  local out="$DIR-cpu-$CPU"
+  if [ ! -f "$DIR/$bins/libggml-cpu-$CPU.so" ]; then
+    local have
+    have="$(find "$DIR/$bins" -maxdepth 1 -name 'libggml-cpu-*.so' -printf '%f\n' | sed 's/^libggml-cpu-//; s/\.so$//' | sort | tr '\n' ' ')"
+    die "llama.cpp has no CPU variant '$CPU' (it has: $have)"
+  fi
+  if [ ! -f "$out/.complete" ]; then
+    local stage="$out.tmp.$$"
+    rm -rf "$stage"
+    cp -al "$DIR" "$stage"
+    find "$stage/$bins" -maxdepth 1 -name 'libggml-cpu-*.so' ! -name "libggml-cpu-$CPU.so" -delete
+    cat >"$stage/load-check.mjs" <<'JS'
+const index = new URL("./node_modules/node-llama-cpp/dist/index.js", import.meta.url);
+const { getLlama } = await import(index.href);
+const llama = await getLlama({ gpu: false, build: "never", logLevel: "error" });
+console.error(`install-llamacpp: ${llama.systemInfo.trim()}`);
+await llama.dispose();
+JS
+    node "$stage/load-check.mjs" >&2 || { rm -rf "$stage"; die "llama.cpp's '$CPU' variant does not load on this machine"; }
+    rm -f "$stage/load-check.mjs"
+    touch "$stage/.complete"
+    rm -rf "$out"
+    mv "$stage" "$out"
+  fi
+  printf '%s\n' "$out"
+}
 
 # Prints "ok" when $1/node_modules holds both packages at the pinned version and integrity.
 check() {
@@ -52,7 +102,7 @@ check() {
 }
 
 if [ "$(check "$DIR")" = "ok" ]; then
-  printf '%s\n' "$DIR"
+  finish
   exit 0
 fi
 
@@ -89,4 +139,4 @@ rm -f "$STAGE/npm.log" "$STAGE/load-check.mjs"
 rm -rf "$DIR"
 mv "$STAGE" "$DIR"
 trap - EXIT
-printf '%s\n' "$DIR"
+finish
