@@ -232,7 +232,7 @@ pub fn build(b: *std.Build) void {
                 test_step.dependOn(&qemuRun(b, t).step);
             }
         } else if (mode == .Debug) {
-            std.log.warn("skipping the {s} tests: run with -fqemu and qemu-{s} on PATH (scripts/test-zig.sh)", .{ @tagName(foreign), @tagName(foreign) });
+            test_step.dependOn(skipNote(b, b.fmt("skipping the {s} tests: run with -fqemu and qemu-{s} on PATH (scripts/test-zig.sh)", .{ @tagName(foreign), @tagName(foreign) })));
         }
         const root_tests = b.addTest(.{ .name = b.fmt("root-{s}", .{@tagName(mode)}), .root_module = rootModule(b, native, mode) });
         test_step.dependOn(&b.addRunArtifact(root_tests).step);
@@ -248,13 +248,32 @@ pub fn build(b: *std.Build) void {
         test_step.dependOn(&wasmModule(b, mode).step);
         for (variantsOf(host_arch)) |v| {
             if (!hostRuns(b, v)) {
-                std.log.warn("skipping {s} kernel tests: this CPU cannot run them", .{@tagName(v)});
+                if (mode == .Debug) test_step.dependOn(skipNote(b, b.fmt("skipping {s} kernel tests: this CPU cannot run them", .{@tagName(v)})));
                 continue;
             }
             const t = b.addTest(.{ .name = b.fmt("{s}-{s}", .{ @tagName(v), @tagName(mode) }), .root_module = variantModule(b, native, v, mode) });
             test_step.dependOn(&b.addRunArtifact(t).step);
         }
     }
+}
+
+/// A step that prints why some tests do not run, when (and only when) the
+/// test step runs: a warning at configure time would show in every build.
+fn skipNote(b: *std.Build, text: []const u8) *std.Build.Step {
+    const Note = struct {
+        step: std.Build.Step,
+        text: []const u8,
+        fn make(step: *std.Build.Step, _: std.Build.Step.MakeOptions) anyerror!void {
+            const self: *@This() = @fieldParentPtr("step", step);
+            std.debug.print("warning: {s}\n", .{self.text});
+        }
+    };
+    const note = b.allocator.create(Note) catch @panic("OOM");
+    note.* = .{
+        .step = std.Build.Step.init(.{ .id = .custom, .name = text, .owner = b, .makeFn = Note.make }),
+        .text = text,
+    };
+    return &note.step;
 }
 
 /// Runs a foreign test binary under qemu-user (-fqemu) with QEMU_CPU=max, so

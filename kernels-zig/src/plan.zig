@@ -794,6 +794,16 @@ const Exec = struct {
                 const n_kv = w[2 + 6];
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows, .chunk = 1 });
             },
+            .gated, .quantize => if (rows == 1) {
+                // One row (decode): split it by elements instead, so that
+                // every thread takes part (SliceCtx).
+                var sc = SliceCtx{ .ex = self, .w = w, .t = row0 };
+                const n = sc.elements();
+                self.env.run(.{ .run = SliceCtx.run, .ctx = &sc, .items = std.math.divCeil(usize, n, SliceCtx.slice) catch unreachable, .chunk = 1 });
+                if (sc.failed.load(.acquire)) return error.Nonfinite;
+            } else {
+                self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
+            },
             else => {
                 self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
             },
@@ -1033,11 +1043,18 @@ const Exec = struct {
 /// Q8_0 quantization of one row into an ActRow (blocks, f32 scales, sums);
 /// false when the row holds a non-finite value.
 fn quantizeRow(k: *const Table, x: []const f32, q: [*]u8) bool {
+    return quantizeGroups(k, x, q, 0, x.len / qk);
+}
+
+/// Groups [g0, g1) of quantizeRow: each group's quants, scale and sum
+/// depend on its 32 values only.
+fn quantizeGroups(k: *const Table, x: []const f32, q: [*]u8, g0: usize, g1: usize) bool {
     const ng = x.len / qk;
-    if (!k.quantize_q8_0(x.ptr, ng, @ptrCast(q))) return false;
+    assert(g0 < g1 and g1 <= ng);
+    if (!k.quantize_q8_0(x[g0 * qk ..].ptr, g1 - g0, @ptrCast(q + g0 * abi.q8_0_block_bytes))) return false;
     const so = ActRow.scalesOffset(ng);
     const su = ActRow.sumsOffset(ng);
-    for (0..ng) |g| {
+    for (g0..g1) |g| {
         const blk = q + g * abi.q8_0_block_bytes;
         const d = abi.f16ToF32(@as(u16, blk[0]) | (@as(u16, blk[1]) << 8));
         var sum: i32 = 0;
@@ -1138,6 +1155,58 @@ fn f32StripeOffset(l: *const packing.Run, m: usize, s: usize) usize {
 }
 
 /// Per-row (and per-head) operations.
+/// A `gated` or `quantize` operation on one row split into slices of
+/// `slice` elements for the pool. Both are elementwise (quantize per group
+/// of 32), so every element gets the arithmetic it gets unsplit: results are
+/// the same for every thread count and as RowCtx's.
+const SliceCtx = struct {
+    ex: *const Exec,
+    w: []const u32,
+    t: usize,
+    failed: Flag = .init(false),
+
+    /// Elements per slice: a multiple of every variant's vector width and of
+    /// the 32-value group, large enough to outweigh claiming it.
+    const slice: usize = 1024;
+    comptime {
+        assert(slice % qk == 0 and slice % 16 == 0);
+    }
+
+    fn elements(self: *const SliceCtx) usize {
+        const a = self.w[2..];
+        return switch (@as(Op, @enumFromInt(self.w[0]))) {
+            .gated => a[5],
+            .quantize => a[2],
+            else => unreachable,
+        };
+    }
+
+    fn run(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const SliceCtx = @ptrCast(@alignCast(raw));
+        const ex = self.ex;
+        const k = ex.env.t;
+        const a = self.w[2..];
+        const n = self.elements();
+        const e0 = begin * slice;
+        const e1 = @min(n, end * slice);
+        assert(e0 < e1);
+        switch (@as(Op, @enumFromInt(self.w[0]))) {
+            .gated => {
+                const gu = ex.f32s(a[1], a[2], self.t, 2 * n);
+                const out = ex.f32s(a[3], a[4], self.t, n);
+                const len = e1 - e0;
+                if (a[0] == 0) k.silu_mul(gu[e0..].ptr, gu[n + e0 ..].ptr, out[e0..].ptr, len) else k.gelu_mul(gu[e0..].ptr, gu[n + e0 ..].ptr, out[e0..].ptr, len);
+            },
+            .quantize => {
+                if (!quantizeGroups(k, ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / qk, std.math.divCeil(usize, e1, qk) catch unreachable)) {
+                    @constCast(self).failed.store(true, .release);
+                }
+            },
+            else => unreachable,
+        }
+    }
+};
+
 const RowCtx = struct {
     ex: *const Exec,
     w: []const u32,
