@@ -55,6 +55,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
   ([
     {
       name: "threads",
+      short: "t",
       type: "string",
       arg: "N",
       help: "worker threads (default: one per physical core; env CFLOW_THREADS)",
@@ -62,6 +63,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
     { name: "json", type: "boolean", help: "machine-readable output on stdout" },
     {
       name: "model",
+      short: "m",
       type: "string",
       arg: "M",
       path: true,
@@ -76,6 +78,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
     },
     {
       name: "ctx",
+      short: "c",
       type: "string",
       arg: "N",
       help: "context length (default: the model's, at most 4096)",
@@ -130,18 +133,36 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       path: true,
       help: "a Jinja chat template to use instead of the model's own",
     },
-    { name: "prompt", type: "string", arg: "P", help: "the prompt (default: read stdin)" },
+    {
+      name: "prompt",
+      short: "p",
+      type: "string",
+      arg: "P",
+      help: "the prompt (default: read stdin)",
+    },
     {
       name: "chat-template",
       type: "boolean",
       help: "wrap the prompt in the model's chat template",
     },
-    { name: "max-tokens", type: "string", arg: "N", help: "tokens to generate (default 128)" },
+    {
+      name: "max-tokens",
+      short: "n",
+      type: "string",
+      arg: "N",
+      help: "tokens to generate (default 128)",
+    },
     { name: "temperature", type: "string", arg: "T", help: "0 = greedy (default 0.8)" },
     { name: "top-k", type: "string", arg: "K", help: "top-k sampling (default 40, 0 = off)" },
     { name: "top-p", type: "string", arg: "P", help: "top-p sampling (default 0.95)" },
     { name: "min-p", type: "string", arg: "P", help: "min-p sampling (default 0.05)" },
-    { name: "seed", type: "string", arg: "S", help: "sampling seed (default: random)" },
+    {
+      name: "seed",
+      short: "s",
+      type: "string",
+      arg: "S",
+      help: "sampling seed (default: random)",
+    },
     { name: "repeat-penalty", type: "string", arg: "R", help: "repetition penalty (default 1)" },
     { name: "presence-penalty", type: "string", arg: "P", help: "presence penalty (default 0)" },
     { name: "frequency-penalty", type: "string", arg: "P", help: "frequency penalty (default 0)" },

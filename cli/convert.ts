@@ -24,6 +24,19 @@ export async function runConvert(
   options: Omit<ConvertOptions, "progress">,
   json: boolean,
 ): Promise<number> {
+  // The output's folder must exist: say so before any work.
+  const slash = output.lastIndexOf("/");
+  const folder = slash < 0 ? "." : slash === 0 ? "/" : output.slice(0, slash);
+  try {
+    if (!(await Deno.stat(folder)).isDirectory) {
+      throw new Error(`convert: ${folder} (the folder of ${output}) is not a folder`);
+    }
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) {
+      throw new Error(`convert: no such folder: ${folder} (for ${output})`);
+    }
+    throw error;
+  }
   const start = performance.now();
   const result = await convertFile(input, output, {
     ...options,

@@ -23,6 +23,11 @@ export const EXIT = {
   USAGE: 2,
   /** Interrupted by Ctrl-C (SIGINT): 128 + 2, as shells report it. */
   INTERRUPTED: 130,
+  /**
+   * Standard output was closed by its reader (`| head`): 128 + 13, what a
+   * shell reports for a Unix tool that SIGPIPE ended; nothing is printed.
+   */
+  CLOSED_PIPE: 141,
 } as const;
 
 /** The exit statuses with one line each, for help and the README. */
@@ -31,4 +36,5 @@ export const EXIT_CODES_HELP: readonly (readonly [number, string])[] = [
   [EXIT.ERROR, "error: a file, model, download, checksum or kernel library problem"],
   [EXIT.USAGE, "usage: unknown command or option, bad value, bad pull reference"],
   [EXIT.INTERRUPTED, "interrupted by Ctrl-C (generate prints what it has first)"],
+  [EXIT.CLOSED_PIPE, "stdout closed by its reader (| head), quietly, as SIGPIPE ends a Unix tool"],
 ];

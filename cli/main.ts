@@ -32,6 +32,7 @@ import {
 import { commandHelp, overviewHelp } from "./help.ts";
 import { completionScript, type Shell } from "./completions.ts";
 import { EXIT } from "./exit_codes.ts";
+import { Sampler } from "../sampling/mod.ts";
 import { errorLine } from "./color.ts";
 import { defaultModel } from "./paths.ts";
 
@@ -68,6 +69,32 @@ function num(text: string | undefined, what: string, fallback: number): number {
   return n;
 }
 
+/** The command-line option of each sampler setting. */
+const SAMPLING_FLAGS: Record<string, string> = {
+  temperature: "--temperature",
+  topK: "--top-k",
+  topP: "--top-p",
+  minP: "--min-p",
+  repetitionPenalty: "--repeat-penalty",
+  presencePenalty: "--presence-penalty",
+  frequencyPenalty: "--frequency-penalty",
+  seed: "--seed",
+};
+
+/**
+ * Sampler settings the sampler would refuse, refused here as usage errors
+ * (exit 2) naming the option, before a model loads.
+ */
+function checkSampling(sampling: Record<string, number>): void {
+  try {
+    new Sampler(1, sampling);
+  } catch (error) {
+    const m = error instanceof RangeError ? /^Sampler: (\w+) (.*)$/.exec(error.message) : null;
+    if (m === null) throw error;
+    throw new UsageError(`${SAMPLING_FLAGS[m[1]] ?? m[1]}: ${m[2]}`);
+  }
+}
+
 function choice<T extends string>(text: string, what: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(text)) {
     throw new UsageError(`${what} must be one of ${allowed.join(", ")}, not "${text}"`);
@@ -75,7 +102,33 @@ function choice<T extends string>(text: string, what: string, allowed: readonly 
   return text as T;
 }
 
+/**
+ * A file system error in words a user of any Unix tool knows (`no such file:
+ * PATH`), instead of the operating system's and Deno's phrasing (`No such file
+ * or directory (os error 2): stat 'PATH'`, a permission message naming
+ * Deno's flags); undefined for other errors.
+ */
+function fileErrorMessage(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const os = /^(.*?) \(os error \d+\)(?:: \w+ '(.*)')?$/.exec(error.message);
+  if (error instanceof Deno.errors.NotFound && os?.[2] !== undefined) {
+    return `no such file or folder: ${os[2]}`;
+  }
+  if (error instanceof Deno.errors.IsADirectory && os?.[2] !== undefined) {
+    return `${os[2]} is a folder, not a file`;
+  }
+  const perm = /^Requires (read|write) access to "(.*)"/.exec(error.message);
+  if (error instanceof Deno.errors.NotCapable && perm !== null) {
+    return `cannot ${perm[1]} ${perm[2]}: cflow ${perm[1]}s only its checkout, its cache ` +
+      `and the files and folders named on its command line`;
+  }
+  return undefined;
+}
+
 function fail(error: unknown, command: string | undefined): number {
+  // The reader of stdout went away (`| head`): stop quietly, as a Unix tool
+  // that SIGPIPE ends; there is nobody to tell.
+  if (error instanceof Deno.errors.BrokenPipe) return EXIT.CLOSED_PIPE;
   if (error instanceof UsageError) {
     const hint = error.message.includes("run 'cflow")
       ? ""
@@ -84,6 +137,11 @@ function fail(error: unknown, command: string | undefined): number {
       : "\nrun 'cflow help' for usage";
     console.error(`cflow: ${error.message}${hint}`);
     return EXIT.USAGE;
+  }
+  const fileError = fileErrorMessage(error);
+  if (fileError !== undefined) {
+    console.error(errorLine(fileError));
+    return EXIT.ERROR;
   }
   if (
     error instanceof KernelLoadError || error instanceof KernelError ||
@@ -102,6 +160,36 @@ function fail(error: unknown, command: string | undefined): number {
   throw error;
 }
 
+/**
+ * `--temperature -1` and `-s -5` as `--temperature=-1` and `--seed=-5`: a
+ * value that starts with a dash and a digit (a negative or scientific
+ * number) after an option that takes a value is that option's value, as
+ * llama.cpp reads it (node's parser would take it for an option).
+ */
+function joinNegativeValues(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--") {
+      out.push(...args.slice(i));
+      break;
+    }
+    const spec = a.startsWith("--")
+      ? OPTIONS[a.slice(2)]
+      : /^-[A-Za-z]$/.test(a)
+      ? Object.values(OPTIONS).find((o) => o.short === a.slice(1))
+      : undefined;
+    const next = args[i + 1];
+    if (spec?.type === "string" && next !== undefined && /^-\.?[0-9]/.test(next)) {
+      out.push(`--${spec.name}=${next}`);
+      i++;
+      continue;
+    }
+    out.push(a);
+  }
+  return out;
+}
+
 /** What the command line asks for, checked against the command's own options. */
 interface Parsed {
   command: string | undefined;
@@ -116,7 +204,8 @@ const ALL_OPTIONS = parseArgsOptions(Object.values(OPTIONS));
  * Parses `args` in two passes: a lenient one over every option finds the
  * command, then a strict one with that command's options only.
  */
-function parse(args: string[]): Parsed {
+function parse(rawArgs: string[]): Parsed {
+  const args = joinNegativeValues(rawArgs);
   const loose = parseArgs({
     args,
     allowPositionals: true,
@@ -223,7 +312,14 @@ export async function main(args: string[]): Promise<number> {
     }
     const options: KernelOptions = {};
     const threads = str(p, "threads");
-    if (threads !== undefined) options.threads = parseThreads(threads, "--threads");
+    if (threads !== undefined) {
+      try {
+        options.threads = parseThreads(threads, "--threads");
+      } catch (error) {
+        // A bad value on the command line is a usage mistake (exit 2).
+        throw error instanceof RangeError ? new UsageError(error.message) : error;
+      }
+    }
     const json = flag(p, "json");
     switch (command) {
       case "completions": {
@@ -354,6 +450,7 @@ export async function main(args: string[]): Promise<number> {
             ? crypto.getRandomValues(new Uint32Array(1))[0]
             : int(seed, "--seed", 0, 0xffffffff),
         };
+        checkSampling(sampling);
         const max = str(p, "max-tokens");
         const maxTokens = max === undefined ? 128 : int(max, "--max-tokens", 0, 1 << 20);
         if (command === "chat") {

@@ -153,12 +153,12 @@ Deno.test({
     const plain = await onTerminal("help", { NO_COLOR: "1" });
     assert.ok(plain.stdout.includes("usage:"));
     assert.ok(!plain.stdout.includes(ESC), "NO_COLOR=1");
-    const err = await onTerminal("doctor --threads 0", { NO_COLOR: "" });
+    const err = await onTerminal("inspect /nonexistent/model.gguf", { NO_COLOR: "" });
     assert.equal(err.code, EXIT.ERROR);
     assert.ok(err.stdout.includes(`${ESC}31merror:`), err.stdout);
-    const errPlain = await onTerminal("doctor --threads 0", { NO_COLOR: "yes" });
+    const errPlain = await onTerminal("inspect /nonexistent/model.gguf", { NO_COLOR: "yes" });
     assert.ok(errPlain.stdout.includes("cflow: error:") && !errPlain.stdout.includes(ESC));
-    const piped = await cflow(["doctor", "--threads", "0"], { NO_COLOR: "" });
+    const piped = await cflow(["inspect", "/nonexistent/model.gguf"], { NO_COLOR: "" });
     assert.ok(piped.stderr.includes("cflow: error:") && !piped.stderr.includes(ESC));
   },
 });

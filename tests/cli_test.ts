@@ -103,10 +103,15 @@ Deno.test("threads come from --threads, then CFLOW_THREADS, and are validated", 
   assert.equal((await doctor({ CFLOW_THREADS: "3" })).threads.count, 3);
   assert.equal((await doctor({ CFLOW_THREADS: "3" }, ["--threads", "1"])).threads.count, 1);
   for (const bad of ["0", "abc", "999"]) {
+    // A bad value on the command line is a usage error (exit 2).
     const r = await cflow(["doctor", "--threads", bad]);
-    assert.equal(r.code, 1, bad);
+    assert.equal(r.code, 2, bad);
     assert.match(r.stderr, /--threads: .* is not a thread count/);
   }
+  // From the environment it is an error of the setup (exit 1).
+  const env = await cflow(["doctor"], { CFLOW_THREADS: "0" });
+  assert.equal(env.code, 1, env.stderr);
+  assert.match(env.stderr, /CFLOW_THREADS: .* is not a thread count/);
 });
 
 Deno.test("usage errors exit 2; unimplemented commands say so", async () => {
@@ -132,4 +137,27 @@ Deno.test("a missing CFLOW_KERNELS library is named in the error", async () => {
   assert.equal(r.code, 1);
   assert.match(r.stderr, /cannot load the cflow kernel library/);
   assert.ok(r.stderr.includes(missing), r.stderr);
+});
+
+Deno.test("a missing file or folder is named plainly, before any permission is needed", async () => {
+  const missing = `/tmp/cflow-no-such-${crypto.randomUUID()}.gguf`;
+  const runs: [string, string[]][] = [
+    ["generate", ["generate", "--model", missing, "--prompt", "hi"]],
+    ["generate, relative", ["generate", "--model", "no-such-model.gguf", "--prompt", "hi"]],
+    ["inspect", ["inspect", missing]],
+    ["convert", ["convert", missing, "/tmp/out.cflow"]],
+    ["serve", ["serve", "--model", missing, "--port", "0"]],
+  ];
+  for (const [what, args] of runs) {
+    const r = await cflow(args);
+    assert.equal(r.code, 1, `${what}: ${r.stderr}`);
+    const name = args.includes("no-such-model.gguf") ? "no-such-model.gguf" : missing;
+    assert.equal(r.stderr, `cflow: error: no such file or folder: ${name}\n`, what);
+  }
+  // convert into a folder that does not exist says which folder.
+  const dir = `/tmp/cflow-no-such-dir-${crypto.randomUUID()}`;
+  const r = await cflow(["convert", `${ROOT}README.md`, `${dir}/out.cflow`]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, new RegExp(`^cflow: error: convert: no such folder: ${dir} `));
+  assert.doesNotMatch(r.stderr, /allow-|os error/);
 });

@@ -308,3 +308,76 @@ Deno.test("chat: /clear starts the conversation over, /bye ends it", async () =>
   assert.equal((await chat("Hi!\n/bye\nWhat is 2+2?\n")).stdout, hi.stdout);
   assert.equal((await chat("Hi!\n  /exit \nWhat is 2+2?\n")).stdout, hi.stdout);
 });
+
+Deno.test("a reader that closes stdout early (| head) ends generate quietly with 141", async () => {
+  const child = new Deno.Command(`${ROOT}cflow`, {
+    args: ["generate", "--prompt", "Once upon a time", "--max-tokens", "200", "--temperature", "0"],
+    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", CFLOW_KERNEL_VARIANT: "", CFLOW_CPU_DISABLE: "" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // Read the first bytes of text, then go away as `head -c 30` does.
+  const reader = child.stdout.getReader();
+  let got = 0;
+  while (got < 30) {
+    const r = await reader.read();
+    if (r.done) break;
+    got += r.value.length;
+  }
+  await reader.cancel();
+  const status = await child.status;
+  const stderr = new TextDecoder().decode(
+    await new Response(child.stderr).arrayBuffer(),
+  );
+  assert.ok(got >= 30, `only ${got} bytes before the end`);
+  assert.equal(status.code, 141, stderr);
+  assert.doesNotMatch(stderr, /BrokenPipe|Uncaught|\x1b\[/);
+});
+
+Deno.test("llama.cpp's short flags, negative values and bad values as usage errors", async () => {
+  const long = await cflow([
+    "generate",
+    "--prompt",
+    "The sky is",
+    "--max-tokens",
+    "6",
+    "--seed",
+    "7",
+    "--ctx",
+    "128",
+    "--threads",
+    "1",
+  ]);
+  assert.equal(long.code, 0, long.stderr);
+  const short = await cflow([
+    "generate",
+    "-p",
+    "The sky is",
+    "-n",
+    "6",
+    "-s",
+    "7",
+    "-c",
+    "128",
+    "-t",
+    "1",
+  ]);
+  assert.equal(short.code, 0, short.stderr);
+  assert.equal(short.stdout, long.stdout);
+  for (
+    const [args, message] of [
+      [["--temperature", "-1"], /^cflow: --temperature: -1 is negative\n/],
+      [["--temperature=-1"], /^cflow: --temperature: -1 is negative\n/],
+      [["--top-p", "2"], /^cflow: --top-p: 2 is not in \(0, 1\]\n/],
+      [["--repeat-penalty", "-1e2"], /^cflow: --repeat-penalty: -100 is not > 0\n/],
+      [["-n", "-3"], /^cflow: --max-tokens: "-3" is not an integer/],
+      [["-t", "0"], /^cflow: --threads: "0" is not a thread count/],
+      [["-s", "-5"], /^cflow: --seed: "-5" is not an integer/],
+    ] as const
+  ) {
+    const r = await cflow(["generate", "-p", "hi", ...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(" "));
+  }
+});
