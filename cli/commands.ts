@@ -81,7 +81,8 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       short: "c",
       type: "string",
       arg: "N",
-      help: "context length (default: the model's, at most 4096)",
+      help:
+        "context length (default: the model's trained length, cut to what a quarter of the available memory holds, with a note)",
     },
     {
       name: "kv-cache",
@@ -150,7 +151,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       short: "n",
       type: "string",
       arg: "N",
-      help: "tokens to generate (default 128)",
+      help: "tokens to generate (default: until end of text or the context is full)",
     },
     { name: "temperature", type: "string", arg: "T", help: "0 = greedy (default 0.8)" },
     { name: "top-k", type: "string", arg: "K", help: "top-k sampling (default 40, 0 = off)" },

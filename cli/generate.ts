@@ -71,11 +71,16 @@ export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): P
  * load shows a progress bar when it takes more than a moment and stderr is
  * a terminal.
  */
-export async function openSession(args: ModelArgs): Promise<Session> {
+export async function openSession(
+  args: ModelArgs,
+  defaultContext: number | "trained" = "trained",
+): Promise<Session> {
   openKernels();
   const path = await resolveForCli(args);
+  const budget = kvBudget();
   const { model, tokenizer } = openModel(path, {
-    contextLength: args.ctx,
+    contextLength: args.ctx ?? defaultContext,
+    contextMemoryBytes: budget.bytes,
     kvCache: args.kvCache,
     packed: packedOption(args.packed),
     evict: args.evict,
@@ -84,7 +89,38 @@ export async function openSession(args: ModelArgs): Promise<Session> {
     expertCacheMiB: args.expertCacheMiB,
     packProgress: progressBar({ label: "loading", delayMs: 300 }),
   });
+  const cap = model.contextCap;
+  if (cap !== undefined) {
+    console.error(
+      `cflow: context ${cap.chosen} tokens of the ${cap.trained} the model was trained for: ` +
+        `${budget.why} (${mib(cap.kvBytes)} MiB of KV cache); --ctx N to choose`,
+    );
+  }
   return { model, tokenizer, path };
+}
+
+function mib(bytes: number): string {
+  return (bytes / (1 << 20)).toFixed(0);
+}
+
+/**
+ * The most bytes the KV cache of a default-length context may take: a
+ * quarter of the memory available now (the weights, the workspace and other
+ * programs need the rest), or 2 GiB where that cannot be read.
+ */
+function kvBudget(): { bytes: number; why: string } {
+  try {
+    const available = Deno.systemMemoryInfo().available;
+    if (available > 0) {
+      return {
+        bytes: available / 4,
+        why: `a quarter of the ${mib(available)} MiB of memory available`,
+      };
+    }
+  } catch {
+    // no --allow-sys=systemMemoryInfo: the fixed budget below
+  }
+  return { bytes: 2 << 30, why: "2 GiB (the available memory could not be read)" };
 }
 
 /** `--packed auto|on|off` as the model option. */
@@ -128,7 +164,8 @@ function statsLine(s: GenerationStats, rssMiB: number): string {
 /** Generation settings from the command line. */
 export interface GenerateArgs extends ModelArgs {
   prompt: string;
-  maxTokens: number;
+  /** Tokens to generate; undefined: until end of text or the context is full. */
+  maxTokens?: number;
   sampling: SamplerOptions;
   stop: string[];
   truncate: "error" | "left";
@@ -155,7 +192,8 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
       });
     }
     let prompt = tokenizer.encode(text, { addSpecial: true, parseSpecial: args.chatTemplate });
-    const room = model.contextLength - args.maxTokens;
+    // Without --max-tokens, --truncate left keeps room for a quarter of the context.
+    const room = model.contextLength - (args.maxTokens ?? Math.floor(model.contextLength / 4));
     if (prompt.length > model.contextLength || (args.truncate === "left" && prompt.length > room)) {
       if (args.truncate !== "left") {
         throw new RangeError(
@@ -175,7 +213,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
     let stats: GenerationStats;
     try {
       const it = generate(model, tokenizer, sampler, prompt, {
-        maxTokens: args.maxTokens,
+        maxTokens: args.maxTokens ?? model.contextLength,
         stop: args.stop,
         signal: abort.signal,
       });
@@ -207,6 +245,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
           generated_tokens: stats.generatedTokens,
           peak_rss_mib: rss,
           stop_reason: stats.stopReason,
+          context_length: model.contextLength,
           kernel_variant: model.kernelVariant,
           weights: model.loadStats.packed ? "panels" : "tiles",
           pack_ms: model.loadStats.packMs,
@@ -291,7 +330,7 @@ export function fitConversation<M extends { role: string }>(
 
 /** `cflow chat`: an interactive conversation using the model's template. */
 export async function runChat(
-  args: ModelArgs & { maxTokens: number; sampling: SamplerOptions; system?: string },
+  args: ModelArgs & { maxTokens?: number; sampling: SamplerOptions; system?: string },
 ): Promise<number> {
   const { model, tokenizer } = await openSession(args);
   try {
@@ -314,7 +353,7 @@ export async function runChat(
         { addSpecial: true, parseSpecial: true },
       );
     // Room kept for the answer when old messages must go to fit the context.
-    const room = Math.min(args.maxTokens, Math.floor(model.contextLength / 4));
+    const room = Math.min(args.maxTokens ?? Infinity, Math.floor(model.contextLength / 4));
     const enc = new TextEncoder();
     const lines = Deno.stdin.readable.pipeThrough(new TextDecoderStream("utf-8", { fatal: true }));
     const reader = lines.getReader();
@@ -375,7 +414,7 @@ export async function runChat(
         sampler.reset();
         let answer = "";
         const it = generate(model, tokenizer, sampler, prompt, {
-          maxTokens: args.maxTokens,
+          maxTokens: args.maxTokens ?? model.contextLength,
           signal: abort.signal,
           cache,
         });
@@ -400,7 +439,7 @@ export async function runChat(
 /** `cflow perplexity`: llama.cpp-style perplexity over a text file. */
 export async function runPerplexity(args: ModelArgs & { file: string }): Promise<number> {
   const text = new TextDecoder("utf-8", { fatal: true }).decode(await Deno.readFile(args.file));
-  const { model, tokenizer } = await openSession(args);
+  const { model, tokenizer } = await openSession(args, 512);
   try {
     const tokens = tokenizer.encode(text, { addSpecial: false, parseSpecial: false });
     const ctx = args.ctx ?? Math.min(512, model.contextLength);

@@ -452,7 +452,8 @@ export async function main(args: string[]): Promise<number> {
         };
         checkSampling(sampling);
         const max = str(p, "max-tokens");
-        const maxTokens = max === undefined ? 128 : int(max, "--max-tokens", 0, 1 << 20);
+        // Default: until end of text or the context is full, as llama.cpp and Ollama.
+        const maxTokens = max === undefined ? undefined : int(max, "--max-tokens", 0, 1 << 20);
         if (command === "chat") {
           return await runChat({ ...modelArgs, maxTokens, sampling, system: str(p, "system") });
         }

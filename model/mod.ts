@@ -13,5 +13,5 @@
 
 export { COMBINE_STYLE, ropeFrequencies } from "./config.ts";
 export type { ModelConfig, MoeConfig, PipelineConfig, RopeScaling } from "./config.ts";
-export { Transformer } from "./transformer.ts";
+export { kvBytesPerPosition, Transformer } from "./transformer.ts";
 export type { LoadStats, TracePosition, TraceStep, TransformerOptions } from "./transformer.ts";

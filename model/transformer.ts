@@ -160,8 +160,19 @@ interface RunState {
  * ```
  */
 export interface TransformerOptions {
-  /** Positions the KV cache holds (default: the model's, at most 4096). */
-  contextLength?: number;
+  /**
+   * Positions the KV cache holds (default: the model's, at most 4096).
+   * `"trained"`: the length the model was trained for (4096 when the file
+   * does not say), at most what {@link contextMemoryBytes} of KV cache
+   * holds; {@link Transformer.contextCap} then says whether it was capped.
+   */
+  contextLength?: number | "trained";
+  /**
+   * With `contextLength: "trained"`: the most bytes the KV cache may take
+   * (default: no limit). The context is cut to what fits, 256 positions at
+   * least.
+   */
+  contextMemoryBytes?: number;
   /** KV cache element type (default f16). */
   kvCache?: "f16" | "f32";
   /** Verify section checksums at load. */
@@ -293,6 +304,20 @@ export interface TracePosition {
 }
 
 /**
+ * Bytes of KV cache one position takes: keys and values of every layer's KV
+ * heads.
+ *
+ * @example
+ * ```ts ignore
+ * import { kvBytesPerPosition } from "./transformer.ts";
+ * kvBytesPerPosition(model.config, "f16");
+ * ```
+ */
+export function kvBytesPerPosition(c: ModelConfig, kvCache: "f16" | "f32"): number {
+  return c.layers * 2 * c.kvHeads * c.headDim * (kvCache === "f32" ? 4 : 2);
+}
+
+/**
  * A loaded model ready to run.
  *
  * @example
@@ -307,6 +332,11 @@ export class Transformer {
   readonly config: ModelConfig;
   /** Positions the KV cache holds. */
   readonly contextLength: number;
+  /**
+   * Set when `contextLength: "trained"` was cut to fit `contextMemoryBytes`:
+   * the trained length, the length chosen and its KV cache bytes.
+   */
+  readonly contextCap?: { trained: number; chosen: number; kvBytes: number };
   /** Largest prompt batch of one {@link prefill} step. */
   readonly batch: number;
   /** What loading did. */
@@ -354,8 +384,18 @@ export class Transformer {
     this.#k = openKernels();
     const c = modelConfig(file.file);
     this.config = c;
-    const ctx = options.contextLength ??
-      Math.min(c.contextLength > 0 ? c.contextLength : 4096, 4096);
+    let ctx: number;
+    if (options.contextLength === "trained") {
+      const trained = c.contextLength > 0 ? Math.min(c.contextLength, 1 << 20) : 4096;
+      const perPosition = kvBytesPerPosition(c, options.kvCache ?? "f16");
+      const budget = options.contextMemoryBytes ?? Infinity;
+      if (!(budget > 0)) throw new RangeError(`model: contextMemoryBytes ${budget} is not > 0`);
+      const fits = Math.max(256, Math.floor(budget / perPosition));
+      ctx = Math.min(trained, fits);
+      if (ctx < trained) this.contextCap = { trained, chosen: ctx, kvBytes: ctx * perPosition };
+    } else {
+      ctx = options.contextLength ?? Math.min(c.contextLength > 0 ? c.contextLength : 4096, 4096);
+    }
     if (!Number.isSafeInteger(ctx) || ctx < 1 || ctx > (1 << 20)) {
       throw new RangeError(`model: context length ${ctx} is out of range`);
     }

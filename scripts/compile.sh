@@ -19,7 +19,7 @@
 #   --allow-write  the model cache and convert's outputs anywhere
 #   --allow-env    the variables cflow reads, nothing else
 #   --allow-net    serve's address and pull's hosts
-# Not granted: --allow-run, --allow-sys (beyond CPU count), --allow-import.
+# Not granted: --allow-run, --allow-sys (beyond OS release, CPU count and available memory), --allow-import.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-$ROOT/cflow-bin}"
@@ -69,7 +69,7 @@ DENORT_BIN="$DENORT_BIN" "$DENO" compile --quiet --no-prompt \
   --include "$LIB_REL" \
   --include models/builtin \
   --allow-ffi --allow-read --allow-write --allow-net \
-  --allow-env="$ENVS" --allow-sys=osRelease,cpus \
+  --allow-env="$ENVS" --allow-sys=osRelease,cpus,systemMemoryInfo \
   --unstable-no-legacy-abort \
   --output "$OUT.tmp.$$" cli/main.ts
 mv "$OUT.tmp.$$" "$OUT"
