@@ -120,7 +120,7 @@ function kvBudget(): { bytes: number; why: string } {
   } catch {
     // no --allow-sys=systemMemoryInfo: the fixed budget below
   }
-  return { bytes: 2 << 30, why: "2 GiB (the available memory could not be read)" };
+  return { bytes: 2 * 1024 ** 3, why: "2 GiB (the available memory could not be read)" };
 }
 
 /** `--packed auto|on|off` as the model option. */
