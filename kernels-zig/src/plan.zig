@@ -1154,7 +1154,6 @@ fn f32StripeOffset(l: *const packing.Run, m: usize, s: usize) usize {
     unreachable;
 }
 
-/// Per-row (and per-head) operations.
 /// A `gated` or `quantize` operation on one row split into slices of
 /// `slice` elements for the pool. Both are elementwise (quantize per group
 /// of 32), so every element gets the arithmetic it gets unsplit: results are
@@ -1207,6 +1206,7 @@ const SliceCtx = struct {
     }
 };
 
+/// Per-row (and per-head) operations.
 const RowCtx = struct {
     ex: *const Exec,
     w: []const u32,
