@@ -64,13 +64,16 @@ export function formatAnalysis(a: Analysis): string {
     } passes)`
     : "";
   return [
+    `model         the critical-path bandwidth model of the report (eq. 4.23): "Pipeline-Native ` +
+    `Transformers: Co-Designing Model Architecture and CPU Inference for Bandwidth-Efficient ` +
+    `Autoregressive Decode", which cflow implements`,
     `architecture  ${a.arch} (combine_style ${a.combine_style}, dense_delay ${a.dense_delay}, ` +
     `expert_delay ${a.expert_delay}, style_param ${a.style_param})`,
     `weights       ${a.quant}${
       a.bytes_per_param === null ? "" : ` (${a.bytes_per_param} bytes per weight)`
     }`,
     "",
-    `per layer, one pass (MiB / MB; MiB = 2^20 bytes, the paper writes MB; MB = 10^6 bytes):`,
+    `per layer, one pass (MiB / MB; MiB = 2^20 bytes, which the report writes as MB; MB = 10^6 bytes):`,
     line(head),
     ...rows.map(line),
     "",

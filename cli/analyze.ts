@@ -20,7 +20,7 @@ import {
 import { mapFile } from "../ffi/mod.ts";
 import { mappedSource } from "../formats/byte_source.ts";
 import { FormatError, readTiledFile, sniffTiled } from "../formats/cflow/mod.ts";
-import { UsageError } from "./generate.ts";
+import { resolveForCli, UsageError } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
 
 /** The string options `cflow analyze` reads (its command-line values). */
@@ -162,7 +162,11 @@ export function parseAnalyzeArgs(
  * await runAnalyze([], { arch: "arch2_4_combined", hidden: "512", layers: "6", heads: "8" }, true);
  * ```
  */
-export function runAnalyze(files: readonly string[], args: AnalyzeArgs, json: boolean): number {
+export async function runAnalyze(
+  files: readonly string[],
+  args: AnalyzeArgs,
+  json: boolean,
+): Promise<number> {
   let analysis: Analysis;
   if (files.length > 1) throw new UsageError("analyze takes at most one FILE");
   if (files.length === 1) {
@@ -176,10 +180,13 @@ export function runAnalyze(files: readonly string[], args: AnalyzeArgs, json: bo
         `a FILE brings its own geometry, delays and weights: ${given.join(", ")} do not apply`,
       );
     }
-    using file = mapFile(files[0]);
+    // A GGUF file or Hugging Face folder is converted once into the cache,
+    // as the model commands do (the same conversion generate reuses).
+    const path = await resolveForCli({ model: files[0], quant: "q4_0" });
+    using file = mapFile(path);
     const src = mappedSource(file);
     if (sniffTiled(src) === undefined) {
-      throw new FormatError(files[0], "magic", 0, "not a .cflow or .vflow file (convert it first)");
+      throw new FormatError(files[0], "magic", 0, "not a .cflow or .vflow file");
     }
     analysis = analyzeTiledFile(readTiledFile(src));
   } else {

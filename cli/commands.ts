@@ -412,8 +412,11 @@ export const COMMANDS: readonly CommandSpec[] = [
     description:
       "Bytes each token streams per layer (attention, dense FFN, the top_k selected experts)\n" +
       "and the naive, critical-path (eq. 4.23) and fully serial totals with the reduction, in\n" +
-      "MiB (the paper writes MB) and MB (10^6). Give --arch and a geometry, or a .cflow/.vflow\n" +
-      "FILE (its real tile bytes, delays and combine style). docs/ANALYZE.md explains the model.",
+      'MiB and MB (10^6). "The report" is "Pipeline-Native Transformers: Co-Designing Model\n' +
+      'Architecture and CPU Inference for Bandwidth-Efficient Autoregressive Decode", which\n' +
+      "cflow implements; its tables write MiB as MB. Give --arch and a geometry, or a FILE:\n" +
+      ".cflow/.vflow, or a GGUF file or HF folder (converted once into the cache, as generate\n" +
+      "does), for its real tile bytes, delays and combine style. docs/ANALYZE.md explains it.",
     options: [
       "arch",
       ["hidden", "model width d"],

@@ -480,7 +480,7 @@ export async function main(args: string[]): Promise<number> {
       case "analyze": {
         const files = positionals.slice(1);
         if (files.length > 0) openKernels(options);
-        return runAnalyze(files, {
+        return await runAnalyze(files, {
           arch: str(p, "arch"),
           hidden: str(p, "hidden"),
           layers: str(p, "layers"),

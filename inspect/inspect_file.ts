@@ -182,6 +182,52 @@ function tiledReport(path: string, src: ByteSource, file: TiledFile): InspectRep
   };
 }
 
+/**
+ * `general.file_type` names, as llama.cpp prints them (`llama_model_ftype_name`;
+ * ids from llama.h's `llama_ftype`, gguf-py's `LlamaFileType`).
+ */
+const FILE_TYPES: Readonly<Record<number, string>> = {
+  0: "all F32",
+  1: "F16",
+  2: "Q4_0",
+  3: "Q4_1",
+  7: "Q8_0",
+  8: "Q5_0",
+  9: "Q5_1",
+  10: "Q2_K - Medium",
+  11: "Q3_K - Small",
+  12: "Q3_K - Medium",
+  13: "Q3_K - Large",
+  14: "Q4_K - Small",
+  15: "Q4_K - Medium",
+  16: "Q5_K - Small",
+  17: "Q5_K - Medium",
+  18: "Q6_K",
+  19: "IQ2_XXS",
+  20: "IQ2_XS",
+  21: "Q2_K - Small",
+  22: "IQ3_XS",
+  23: "IQ3_XXS",
+  24: "IQ1_S",
+  25: "IQ4_NL",
+  26: "IQ3_S",
+  27: "IQ3_M",
+  28: "IQ2_S",
+  29: "IQ2_M",
+  30: "IQ4_XS",
+  31: "IQ1_M",
+  32: "BF16",
+};
+
+/** Tensor count per type, most common first (ties by name). */
+function typeCounts(tensors: readonly TensorReport[]): Record<string, number> {
+  const counts = new Map<string, number>();
+  for (const t of tensors) counts.set(t.type, (counts.get(t.type) ?? 0) + 1);
+  return Object.fromEntries(
+    [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)),
+  );
+}
+
 function ggufReport(path: string, src: ByteSource): InspectReport {
   const gguf = parseGguf(src);
   const tensors = gguf.tensors.map((t) => ({
@@ -198,6 +244,18 @@ function ggufReport(path: string, src: ByteSource): InspectReport {
   }
   const extra = hyper?.extra ?? {};
   const num = (k: string) => (typeof extra[k] === "number" ? extra[k] : null);
+  const meta = (k: string) => gguf.metadata.get(k);
+  const text = (k: string) => {
+    const v = meta(k);
+    return v?.type === "string" ? v.value : null;
+  };
+  const int = (k: string) => {
+    const v = meta(k)?.value;
+    return typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : null;
+  };
+  const fileType = int("general.file_type");
+  const tokenizerModel = text("tokenizer.ggml.model");
+  const tokenizerPre = text("tokenizer.ggml.pre");
   return {
     file: path,
     format: "gguf",
@@ -217,6 +275,16 @@ function ggufReport(path: string, src: ByteSource): InspectReport {
     dense_delay: num("dense_delay") ?? (hyper ? 0 : null),
     expert_delay: num("expert_delay") ?? (hyper ? 0 : null),
     combine_style: num("combine_style") ?? (hyper ? 1 : null),
+    name: text("general.name"),
+    file_type: fileType === null ? null : FILE_TYPES[fileType] ?? `file type ${fileType}`,
+    context_length: archName === null ? null : int(`${archName}.context_length`),
+    chat_template: meta("tokenizer.chat_template") !== undefined,
+    tokenizer: tokenizerModel === null
+      ? null
+      : tokenizerPre === null
+      ? tokenizerModel
+      : `${tokenizerModel} (pre-tokenizer ${tokenizerPre})`,
+    tensor_types: typeCounts(tensors),
     alignment: gguf.alignment,
     metadata_keys: gguf.metadata.size,
     tensors,
@@ -257,11 +325,33 @@ export function formatInspect(r: InspectReport): string {
   const lines = [
     `file          ${r.file} (${r.file_bytes} bytes)`,
     `format        ${r.format}${r.version !== null ? ` v${r.version}` : ""}`,
-    `architecture  ${r.architecture ?? "unknown"}`,
-    `geometry      hidden ${r.hidden}, layers ${r.layers}, heads ${r.heads}/${r.kv_heads} (head ${r.head_dim}), ffn ${r.ffn_hidden}, vocab ${r.vocab}`,
-    `experts       ${r.experts} (top-${r.top_k}, hidden ${r.expert_ffn_hidden})`,
-    `delays        dense ${r.dense_delay}, expert ${r.expert_delay}, combine style ${r.combine_style}`,
   ];
+  if (typeof r.name === "string") lines.push(`name          ${r.name}`);
+  lines.push(`architecture  ${r.architecture ?? "unknown"}`);
+  if (r.file_type !== undefined && r.file_type !== null) lines.push(`file type     ${r.file_type}`);
+  lines.push(
+    `geometry      hidden ${r.hidden}, layers ${r.layers}, heads ${r.heads}/${r.kv_heads} (head ${r.head_dim}), ffn ${r.ffn_hidden}, vocab ${r.vocab}`,
+  );
+  if (typeof r.context_length === "number") {
+    lines.push(`context       ${r.context_length} tokens (trained)`);
+  }
+  if (r.tokenizer !== undefined && r.tokenizer !== null) lines.push(`tokenizer     ${r.tokenizer}`);
+  if (typeof r.chat_template === "boolean") {
+    lines.push(`chat template ${r.chat_template ? "yes" : "no"}`);
+  }
+  // Mixture-of-experts and pipeline fields only where the model has them.
+  if (r.experts !== null && r.experts > 0) {
+    lines.push(`experts       ${r.experts} (top-${r.top_k}, hidden ${r.expert_ffn_hidden})`);
+  }
+  if ((r.dense_delay ?? 0) !== 0 || (r.expert_delay ?? 0) !== 0) {
+    lines.push(
+      `delays        dense ${r.dense_delay}, expert ${r.expert_delay}, combine style ${r.combine_style}`,
+    );
+  }
+  if (r.tensor_types !== undefined) {
+    const types = Object.entries(r.tensor_types as Record<string, number>);
+    lines.push(`tensor types  ${types.map(([t, n]) => `${t} x${n}`).join(", ")}`);
+  }
   if (r.tile_bytes !== undefined) {
     lines.push(
       `tiles         ${r.tile_rows}x${r.tile_cols} ${r.quant_type}, ${r.tile_bytes} bytes per full tile; header ${r.header_bytes} bytes`,

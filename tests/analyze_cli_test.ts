@@ -125,3 +125,39 @@ Deno.test("analyze: bad flags are usage errors that say what is wrong", async ()
   assert.equal(gqa.code, EXIT.USAGE);
   assert.match(gqa.stderr, /multiple of --kv-heads/);
 });
+
+const SMOLLM2 = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
+
+Deno.test({
+  name: "analyze takes a GGUF (converted through the cache) and says what the report is",
+  ignore: (() => {
+    try {
+      return !Deno.statSync(SMOLLM2).isFile;
+    } catch {
+      return true;
+    }
+  })(),
+  async fn() {
+    const cache = await Deno.makeTempDir({ prefix: "cflow-analyze-" });
+    try {
+      const out = await new Deno.Command(CFLOW, {
+        args: ["analyze", SMOLLM2],
+        env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", NO_COLOR: "1", CFLOW_CACHE: cache },
+        stdin: "null",
+      }).output();
+      const d = new TextDecoder();
+      const stdout = d.decode(out.stdout);
+      assert.equal(out.code, EXIT.OK, d.decode(out.stderr));
+      assert.match(
+        stdout,
+        /the critical-path bandwidth model of the report \(eq\. 4\.23\): "Pipeline-Native/,
+      );
+      assert.match(stdout, /^ {2}0-29 /m); // SmolLM2's 30 layers, one row
+      // The conversion went into the cache, once.
+      const made = [...Deno.readDirSync(cache)].filter((e) => e.name.endsWith(".cflow"));
+      assert.equal(made.length, 1);
+    } finally {
+      await Deno.remove(cache, { recursive: true });
+    }
+  },
+});

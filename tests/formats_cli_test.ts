@@ -179,3 +179,30 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "inspect of a GGUF: name, file type, context, tokenizer, chat template, tensor types; no MoE lines for a dense model",
+  ignore: !haveModel,
+  async fn() {
+    const r = await cflow(["inspect", SMOLLM2]);
+    assert.equal(r.code, 0, r.stderr);
+    for (
+      const line of [
+        /^name +Smollm2 135M/m,
+        /^architecture +llama$/m,
+        /^file type +Q4_1$/m,
+        /^context +8192 tokens \(trained\)$/m,
+        /^tokenizer +gpt2 \(pre-tokenizer smollm\)$/m,
+        /^chat template +yes$/m,
+        /^tensor types +Q4_1 x210, F32 x61, Q8_0 x1$/m,
+      ]
+    ) assert.match(r.stdout, line);
+    assert.doesNotMatch(r.stdout, /^experts|^delays/m);
+    const j = await json(["inspect", SMOLLM2, "--json"]);
+    assert.equal(j.file_type, "Q4_1");
+    assert.equal(j.context_length, 8192);
+    assert.equal(j.chat_template, true);
+    assert.deepEqual(j.tensor_types, { Q4_1: 210, F32: 61, Q8_0: 1 });
+  },
+});
