@@ -148,6 +148,7 @@ function fail(error: unknown, command: string | undefined): number {
     error instanceof RangeError || error instanceof Deno.errors.NotCapable ||
     error instanceof FormatError || error instanceof Deno.errors.NotFound ||
     error instanceof Deno.errors.AlreadyExists || error instanceof Deno.errors.AddrInUse ||
+    error instanceof Deno.errors.AddrNotAvailable ||
     error instanceof Deno.errors.PermissionDenied ||
     error instanceof TypeError || error instanceof ChatTemplateError ||
     error instanceof NoChatTemplateError ||

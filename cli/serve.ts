@@ -5,7 +5,7 @@
  * @module
  */
 
-import { startServer } from "../server/mod.ts";
+import { checkAddress, startServer } from "../server/mod.ts";
 import { type ModelArgs, packedOption, resolveForCli } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
 
@@ -29,6 +29,8 @@ export interface ServeArgs extends ModelArgs {
  * ```
  */
 export async function runServe(args: ServeArgs): Promise<number> {
+  // A taken port is said before any conversion or load.
+  checkAddress(args.host, args.port);
   const path = await resolveForCli(args);
   const server = await startServer({
     model: path,

@@ -97,6 +97,37 @@ export interface Server {
 }
 
 /**
+ * Checks that `hostname:port` can be listened on now (port 0 always can),
+ * and returns it as `host:port`; a port already taken throws
+ * `Deno.errors.AddrInUse` naming the address. `cflow serve` calls it before
+ * converting or loading anything.
+ *
+ * @example
+ * ```ts
+ * import { checkAddress } from "./mod.ts";
+ * console.log(checkAddress("127.0.0.1", 0)); // "127.0.0.1:0"
+ * ```
+ */
+export function checkAddress(hostname: string, port: number): string {
+  const where = `${hostname.includes(":") ? `[${hostname}]` : hostname}:${port}`;
+  if (port === 0) return where;
+  try {
+    Deno.listen({ hostname, port }).close();
+  } catch (error) {
+    if (error instanceof Deno.errors.AddrInUse) {
+      throw new Deno.errors.AddrInUse(
+        `serve: ${where} is already in use (another server?); choose another --port`,
+      );
+    }
+    if (error instanceof Deno.errors.AddrNotAvailable) {
+      throw new Deno.errors.AddrNotAvailable(`serve: cannot listen on ${where}: ${error.message}`);
+    }
+    throw error;
+  }
+  return where;
+}
+
+/**
  * Opens `parallel` instances of the model and serves the OpenAI API on
  * `host:port`.
  *
@@ -127,6 +158,10 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       throw new RangeError(`serve: limits.${name} ${value} is not an integer in [1, 2^31)`);
     }
   }
+  // The address is checked before the models load (seconds for a large
+  // one): a port already taken is said at once, with the address.
+  const hostname = options.host ?? "127.0.0.1";
+  const where = checkAddress(hostname, port);
   openKernels();
   const slots: ModelSlot[] = [];
   try {
@@ -165,7 +200,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
     server = Deno.serve({
-      hostname: options.host ?? "127.0.0.1",
+      hostname,
       port,
       onListen: () => {},
       onError: (error) => {
@@ -185,6 +220,9 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     }, createHandler(state));
   } catch (error) {
     for (const s of slots) s.model.close();
+    if (error instanceof Deno.errors.AddrInUse) {
+      throw new Deno.errors.AddrInUse(`serve: ${where} is already in use (taken while loading)`);
+    }
     throw error;
   }
   const addr = server.addr;

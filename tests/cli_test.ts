@@ -161,3 +161,18 @@ Deno.test("a missing file or folder is named plainly, before any permission is n
   assert.match(r.stderr, new RegExp(`^cflow: error: convert: no such folder: ${dir} `));
   assert.doesNotMatch(r.stderr, /allow-|os error/);
 });
+
+Deno.test("serve on a port already taken says so, with the address, before loading the model", async () => {
+  using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  const t0 = performance.now();
+  const r = await cflow(["serve", "--port", String(port)]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.equal(
+    r.stderr,
+    `cflow: error: serve: 127.0.0.1:${port} is already in use (another server?); choose another --port\n`,
+  );
+  assert.equal(r.stdout, "");
+  // No model was loaded (packing SmolLM2 alone takes longer than the launcher's start).
+  assert.ok(performance.now() - t0 < 15_000);
+});
