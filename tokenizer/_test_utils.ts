@@ -67,6 +67,8 @@ export async function short(text: string): Promise<string> {
 export const MODELS = {
   smollm2: "cache/models/smollm2-135m-instruct.Q4_1.gguf",
   gemma3: "cache/models/gemma-3-270m-q4_k_m.gguf",
+  /** Qwen2.5-Coder-0.5B-Instruct: `tokenizer.ggml.pre = qwen2`, 151,936 ids, 151,387 merges. */
+  qwen05b: "cache/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
 } as const;
 
 /** Absolute path of a test model. */
@@ -88,11 +90,14 @@ export function skipReason(model: keyof typeof MODELS): string | undefined {
   return undefined;
 }
 
+/** The 1 MiB blocks {@link fileSource} reads. */
+const BLOCK = 1 << 20;
+
 /** A read-only ByteSource over a file, through 1 MiB cached blocks (no FFI needed). */
-function fileSource(path: string): ByteSource & Disposable {
+function fileSource(path: string): ByteSource & Disposable & { bytesRead(): number } {
   const file = Deno.openSync(path, { read: true });
   const size = file.statSync().size;
-  const BLOCK = 1 << 20;
+  let bytesRead = 0;
   const blocks = new Map<number, Uint8Array>();
   const block = (k: number): Uint8Array => {
     let b = blocks.get(k);
@@ -106,6 +111,7 @@ function fileSource(path: string): ByteSource & Disposable {
         if (n === null) break;
         got += n;
       }
+      bytesRead += got;
       blocks.set(k, b);
     }
     return b;
@@ -129,19 +135,44 @@ function fileSource(path: string): ByteSource & Disposable {
       }
       return out;
     },
+    bytesRead: () => bytesRead,
     [Symbol.dispose]() {
       file.close();
     },
   };
 }
 
-/** The `tokenizer.*` metadata of a GGUF file, as parsed GGUF values. */
-export function ggufTokenizerMetadata(path: string): Record<string, unknown> {
+/** What {@link ggufTokenizerMetadata} read of the file. */
+export interface MetadataRead {
+  /** Bytes read from the file (whole 1 MiB blocks, each at most once). */
+  bytesRead: number;
+  /** The file's size. */
+  fileSize: number;
+  /** Where the first tensor's data starts: everything before it is header, metadata and tensor infos. */
+  dataStart: number;
+}
+
+/**
+ * The `tokenizer.*` metadata of a GGUF file, as parsed GGUF values. Only the header, the metadata
+ * and the tensor infos are read (in 1 MiB blocks), never the tensor data; `read`, when given, is
+ * filled in with what was read, so that a test can bound it.
+ */
+export function ggufTokenizerMetadata(path: string, read?: MetadataRead): Record<string, unknown> {
   using src = fileSource(path);
   const gguf = parseGguf(src);
   const out: Record<string, unknown> = {};
   for (const [k, v] of gguf.metadata) if (k.startsWith("tokenizer.")) out[k] = v;
+  if (read !== undefined) {
+    read.bytesRead = src.bytesRead();
+    read.fileSize = src.size;
+    read.dataStart = Math.min(src.size, ...gguf.tensors.map((t) => t.offset));
+  }
   return out;
+}
+
+/** The most {@link ggufTokenizerMetadata} may read of a file whose tensor data starts at `dataStart`. */
+export function metadataReadBound(dataStart: number): number {
+  return (Math.floor(dataStart / BLOCK) + 1) * BLOCK;
 }
 
 /** The plain value of a (possibly parsed) metadata entry. */
@@ -190,9 +221,13 @@ const PY_SPACE =
   // deno-lint-ignore no-control-regex
   /^[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/u;
 
-/** transformers' byte_level_tokenizer / gemma_tokenizer + add_gguf_special_tokens, in TypeScript. */
+/**
+ * transformers' byte_level_tokenizer / gemma_tokenizer + add_gguf_special_tokens, in TypeScript:
+ * Gemma 3's SentencePiece vocabulary, or any other model's byte-level one (checked against
+ * transformers' own output for SmolLM2 only: hf_smollm2_skeleton.json).
+ */
 export function deriveHfTokenizer(
-  model: "smollm2" | "gemma3",
+  model: keyof typeof MODELS,
   meta: Record<string, unknown>,
 ): DerivedTokenizer {
   const tokens = plain<string[]>(meta["tokenizer.ggml.tokens"]);
@@ -200,7 +235,7 @@ export function deriveHfTokenizer(
   const vocab = new Map<string, number>();
   let merges: [string, string][];
   let spelled: Set<string> | undefined;
-  if (model === "smollm2") {
+  if (model !== "gemma3") {
     spelled = new Set(BYTE_TO_CHAR);
     const utf8 = new TextEncoder();
     tokens.forEach((t, i) => {

@@ -1,9 +1,11 @@
-// The real SmolLM2-135M-Instruct and Gemma-3-270M tokenizers against ids
-// nobody here computed: llama.cpp's (through node-llama-cpp) and Hugging
-// Face tokenizers' (the tokenizer transformers builds from each GGUF), on
+// The real SmolLM2-135M-Instruct, Gemma-3-270M and Qwen2.5-Coder-0.5B-Instruct
+// (`tokenizer.ggml.pre = qwen2`) tokenizers against ids nobody here computed:
+// llama.cpp's (through node-llama-cpp, all three) and Hugging Face tokenizers'
+// (the tokenizer transformers builds from each GGUF; SmolLM2 and Gemma 3), on
 // the mixed corpus in tests/fixtures/tokenizer/. The GGUFs live in the
-// git-ignored cache/models/ (bash scripts/fetch-models.sh smollm2 gemma3);
-// without them these tests are skipped, saying so.
+// git-ignored cache/models/ (bash scripts/fetch-models.sh smollm2 gemma3 qwen05b);
+// without them these tests are skipped, saying so. Only each GGUF's header,
+// metadata and tensor infos are read, never its tensor data.
 
 import assert from "node:assert/strict";
 import {
@@ -13,6 +15,8 @@ import {
   fixture,
   ggufTokenizerMetadata,
   hfJson,
+  type MetadataRead,
+  metadataReadBound,
   modelPath,
   MODELS,
   sha256,
@@ -78,7 +82,7 @@ function ggufTokenizer(model: Model): Tokenizer {
   return t;
 }
 
-for (const model of ["smollm2", "gemma3"] as const) {
+for (const model of ["smollm2", "gemma3", "qwen05b"] as const) {
   const skip = skipReason(model);
   const suffix = skip ? ` (skipped: ${skip})` : "";
 
@@ -91,10 +95,83 @@ for (const model of ["smollm2", "gemma3"] as const) {
       console.log(
         `${model}: loaded ${tok.vocabSize} tokens in ${(performance.now() - t0).toFixed(0)} ms`,
       );
+      const chunks = LLAMACPP.models[model].chunks;
+      assert.equal(Object.keys(chunks).length, CHUNKS.length, "fixture and corpus differ");
       const bad = mismatches(tok, (c, s) => llamacppIds(model, c, s));
       assert.deepEqual(bad, [], bad.slice(0, 5).join("\n"));
+      const withSpecial = CHUNKS.filter((c) => chunks[c.name].special !== undefined).length;
+      console.log(
+        `${model}: ${CHUNKS.length} chunks × (plain, parseSpecial) match llama.cpp; ` +
+          `${withSpecial} chunks tokenize differently with special tokens parsed`,
+      );
     },
   });
+
+  Deno.test({
+    name: `${model}: loading the GGUF tokenizer reads only the metadata${suffix}`,
+    ignore: skip !== undefined,
+    fn() {
+      const read: MetadataRead = { bytesRead: 0, fileSize: 0, dataStart: 0 };
+      ggufTokenizerMetadata(modelPath(model), read);
+      console.log(
+        `${model}: read ${read.bytesRead} of ${read.fileSize} bytes (tensor data from ${read.dataStart})`,
+      );
+      assert.ok(read.dataStart < read.fileSize / 2, `tensor data starts at ${read.dataStart}`);
+      assert.ok(
+        read.bytesRead <= metadataReadBound(read.dataStart),
+        `${read.bytesRead} bytes read, past the metadata (${read.dataStart} bytes)`,
+      );
+    },
+  });
+
+  Deno.test({
+    name: `${model}: decode(encode(x)) == x and the stream decoder agrees, on every chunk${suffix}`,
+    ignore: skip !== undefined,
+    fn() {
+      const tok = ggufTokenizer(model);
+      for (const c of CHUNKS) {
+        // A SentencePiece vocabulary writes spaces as U+2581, so a U+2581 in the text comes back a space.
+        const want: string = model === "gemma3" ? c.text.replaceAll("\u2581", " ") : c.text;
+        for (const parseSpecial of [false, true]) {
+          const ids = tok.encode(c.text, { parseSpecial });
+          assert.equal(tok.decode(ids), want, `${c.name} (parseSpecial ${parseSpecial})`);
+        }
+        const ids = tok.encode(c.text);
+        for (const skipSpecial of [false, true]) {
+          const stream = new StreamDecoder(tok, { skipSpecial });
+          let text = "";
+          for (const id of ids) text += stream.push(id);
+          text += stream.flush();
+          assert.equal(text, tok.decode(ids, { skipSpecial }), c.name);
+        }
+      }
+    },
+  });
+
+  Deno.test({
+    name: `${model}: encoding 100 KB takes well under a second${suffix}`,
+    ignore: skip !== undefined,
+    fn() {
+      // A fresh tokenizer, so that no word cache is warm; the first 100 KB (UTF-8) of the corpus.
+      const tok = tokenizerFromGgufMetadata(ggufTokenizerMetadata(modelPath(model)));
+      const all = new TextEncoder().encode(CHUNKS.map((c) => c.text).join(""));
+      let cut = 100_000;
+      while ((all[cut] & 0xc0) === 0x80) cut--;
+      const text = new TextDecoder().decode(all.subarray(0, cut));
+      tok.encode("A few words to compile the hot paths."); // warm up
+      const t0 = performance.now();
+      const ids = tok.encode(text);
+      const ms = performance.now() - t0;
+      console.log(
+        `${model}: ${new TextEncoder().encode(text).length} bytes → ${ids.length} tokens in ${
+          ms.toFixed(0)
+        } ms`,
+      );
+      assert.ok(ms < 1000, `${ms} ms`);
+    },
+  });
+
+  if (model === "qwen05b") continue; // no transformers fixture (hf_ids.json) for it
 
   Deno.test({
     name:
@@ -159,53 +236,6 @@ for (const model of ["smollm2", "gemma3"] as const) {
       }
     },
   });
-
-  Deno.test({
-    name: `${model}: decode(encode(x)) == x and the stream decoder agrees, on every chunk${suffix}`,
-    ignore: skip !== undefined,
-    fn() {
-      const tok = ggufTokenizer(model);
-      for (const c of CHUNKS) {
-        // A SentencePiece vocabulary writes spaces as U+2581, so a U+2581 in the text comes back a space.
-        const want = model === "gemma3" ? c.text.replaceAll("\u2581", " ") : c.text;
-        for (const parseSpecial of [false, true]) {
-          const ids = tok.encode(c.text, { parseSpecial });
-          assert.equal(tok.decode(ids), want, `${c.name} (parseSpecial ${parseSpecial})`);
-        }
-        const ids = tok.encode(c.text);
-        for (const skipSpecial of [false, true]) {
-          const stream = new StreamDecoder(tok, { skipSpecial });
-          let text = "";
-          for (const id of ids) text += stream.push(id);
-          text += stream.flush();
-          assert.equal(text, tok.decode(ids, { skipSpecial }), c.name);
-        }
-      }
-    },
-  });
-
-  Deno.test({
-    name: `${model}: encoding 100 KB takes well under a second${suffix}`,
-    ignore: skip !== undefined,
-    fn() {
-      // A fresh tokenizer, so that no word cache is warm; the first 100 KB (UTF-8) of the corpus.
-      const tok = tokenizerFromGgufMetadata(ggufTokenizerMetadata(modelPath(model)));
-      const all = new TextEncoder().encode(CHUNKS.map((c) => c.text).join(""));
-      let cut = 100_000;
-      while ((all[cut] & 0xc0) === 0x80) cut--;
-      const text = new TextDecoder().decode(all.subarray(0, cut));
-      tok.encode("A few words to compile the hot paths."); // warm up
-      const t0 = performance.now();
-      const ids = tok.encode(text);
-      const ms = performance.now() - t0;
-      console.log(
-        `${model}: ${new TextEncoder().encode(text).length} bytes → ${ids.length} tokens in ${
-          ms.toFixed(0)
-        } ms`,
-      );
-      assert.ok(ms < 1000, `${ms} ms`);
-    },
-  });
 }
 
 Deno.test({
@@ -232,5 +262,34 @@ Deno.test({
     assert.deepEqual(s.eogIds, [0, 2, 4]); // <|endoftext|>, <|im_end|>, <reponame> (llama.cpp's FIM repo rule)
     assert.match(s.chatTemplate ?? "", /<\|im_start\|>/);
     assert.deepEqual(s.encode("<|im_start|>user", { parseSpecial: true }), [1, 4093]);
+  },
+});
+
+Deno.test({
+  name: `qwen05b: special ids and flags match llama.cpp's reading of the GGUF${
+    skipReason("qwen05b") ? ` (skipped: ${skipReason("qwen05b")})` : ""
+  }`,
+  ignore: skipReason("qwen05b") !== undefined,
+  fn() {
+    // The values node-llama-cpp 3.21.1 reports for this file (model.tokens, isEogToken, isSpecialToken).
+    const q = ggufTokenizer("qwen05b");
+    assert.equal(q.vocabSize, 151936);
+    assert.equal(q.bosId, 151643); // <|endoftext|>
+    assert.equal(q.eosId, 151645); // <|im_end|>
+    assert.equal(q.addBos, false);
+    assert.deepEqual(q.encode("Hello", { addSpecial: true }), [9707]);
+    // </s> (llama.cpp's EOG-by-text rule), <|endoftext|>, <|im_end|>, <|fim_pad|>, <|repo_name|>,
+    // <|file_sep|> (its FIM rules)
+    assert.deepEqual(q.eogIds, [128247, 151643, 151645, 151662, 151663, 151664]);
+    assert.equal(q.tokenText(128247), "</s>");
+    assert.equal(q.isSpecial(128247), true); // made control by that rule
+    assert.equal(q.tokenText(151644), "<|im_start|>");
+    assert.equal(q.isSpecial(151644), true);
+    assert.equal(q.isSpecial(151657), false); // <tool_call> is user-defined, not control
+    assert.match(q.chatTemplate ?? "", /<\|im_start\|>/);
+    assert.deepEqual(
+      q.encode("<|im_start|>user\nHi<|im_end|>", { parseSpecial: true }),
+      [151644, 872, 198, 13048, 151645],
+    );
   },
 });

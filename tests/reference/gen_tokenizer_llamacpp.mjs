@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Generate tests/fixtures/tokenizer/llamacpp_ids.json: the token ids llama.cpp itself gives every
-// chunk of tests/fixtures/tokenizer/corpus.json, for the SmolLM2 and Gemma 3 GGUFs in
-// cache/models/ (fetch them with `bash scripts/fetch-models.sh smollm2 gemma3`).
+// chunk of tests/fixtures/tokenizer/corpus.json, for the SmolLM2, Gemma 3 and Qwen2.5-Coder-0.5B
+// (`tokenizer.ggml.pre = qwen2`) GGUFs in cache/models/ (fetch them with
+// `bash scripts/fetch-models.sh smollm2 gemma3 qwen05b`).
 //
 // llama.cpp runs through the npm package node-llama-cpp (prebuilt CPU binaries), installed into a
 // throwaway folder, never into this repository:
@@ -10,23 +11,27 @@
 //     npm i --omit=optional node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1
 //   NLC=/tmp/nlc node tests/reference/gen_tokenizer_llamacpp.mjs
 //
+// (`bash scripts/install-llamacpp.sh` makes the same install in the git-ignored .tools/llamacpp/;
+// `NLC=.tools/llamacpp` then uses it.)
+//
 // `model.tokenize(text, specialTokens)` is llama.cpp's common_tokenize(vocab, text,
 // add_special = false, parse_special = specialTokens). Each chunk records `plain`
 // (parse_special off) and, only where it differs, `special` (parse_special on). Ids are the base64
-// of their Uint32 little-endian bytes.
+// of their unsigned LEB128 varints (tokenizer/_test_utils.ts unvarint reads them).
 
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const FIX = join(ROOT, "tests", "fixtures", "tokenizer");
-const NLC = process.env.NLC ?? "/tmp/nlc";
+const NLC = resolve(process.env.NLC ?? "/tmp/nlc");
 const MODELS = {
   smollm2: "cache/models/smollm2-135m-instruct.Q4_1.gguf",
   gemma3: "cache/models/gemma-3-270m-q4_k_m.gguf",
+  qwen05b: "cache/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
 };
 
 function b64(ids) {
