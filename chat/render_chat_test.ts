@@ -40,12 +40,26 @@ function assertSameError(name: string, expected: string, got: Rendered): void {
 
 Deno.test("the fixture covers the real templates and both generation-prompt settings", () => {
   const names = new Set(fixture.cases.map((c) => c.template));
-  assert.deepEqual([...names].sort(), ["gemma2", "gemma3_style", "llama3_style", "smollm2"]);
-  assert.ok(fixture.cases.length >= 40);
+  assert.deepEqual([...names].sort(), [
+    "gemma2",
+    "gemma3_style",
+    "llama3_style",
+    "qwen25_coder",
+    "qwen25_coder_15b",
+    "smollm2",
+  ]);
+  assert.ok(fixture.cases.length >= 90);
   assert.ok(fixture.cases.some((c) => c.add_generation_prompt));
   assert.ok(fixture.cases.some((c) => !c.add_generation_prompt));
   assert.ok(fixture.cases.some((c) => "error" in c));
   assert.ok(fixture.templates.smollm2.template.includes("<|im_start|>"));
+  // Qwen2.5: the tools branch (tools given, tool_calls, tool turns) and the plain one.
+  const qwen = fixture.cases.filter((c) => c.template === "qwen25_coder");
+  assert.ok(qwen.length >= 30);
+  assert.ok(qwen.some((c) => c.extra?.tools?.length && c.expected?.includes("<tools>")));
+  assert.ok(qwen.some((c) => !c.extra && c.expected?.includes("<tool_call>")));
+  assert.ok(qwen.some((c) => c.expected?.includes("<tool_response>")));
+  assert.ok(qwen.some((c) => c.expected?.startsWith("<|im_start|>system\nYou are Qwen")));
 });
 
 for (const c of fixture.cases) {
@@ -56,6 +70,7 @@ for (const c of fixture.cases) {
         bosToken: c.bos_token,
         eosToken: c.eos_token,
         addGenerationPrompt: c.add_generation_prompt,
+        extra: c.extra,
         now: NOW,
         source: c.template,
       })
@@ -90,6 +105,8 @@ const KNOWN_DIVERGENCES: Readonly<Record<string, string>> = {
   string_repeat: "str * int is an error",
   format_filter: "the format filter does not exist",
   raw_block: "{% raw %} does not exist",
+  tojson_integer_keys:
+    "integer-like object keys come first (JavaScript's property order), so tojson of a tool schema or call arguments keyed '1', '2' … orders them differently",
 };
 
 Deno.test("every known divergence names an existing probe", () => {

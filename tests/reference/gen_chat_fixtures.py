@@ -14,6 +14,11 @@ depend on the day they were generated; the TypeScript test passes the same insta
 Templates:
 - smollm2: `tokenizer.chat_template` of cache/models/smollm2-135m-instruct.Q4_1.gguf, read with
   gguf-py when the model is there (otherwise the copy already in cases.json is kept).
+- qwen25_coder: `tokenizer.chat_template` of cache/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+  (`bash scripts/fetch-models.sh qwen05b`), the same way: Qwen2.5's ChatML with a default system
+  prompt and a tools branch (`tools`, `tool_calls`, `tool` turns, `tojson`).
+- qwen25_coder_15b: that of cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (`qwen15b`), the
+  same but for `{{` and `}}` inside a string literal of the tools branch.
 - gemma2: the chat template of Google's Gemma 2 instruct checkpoints.
 - gemma3_style: a Gemma-3-like template written for these tests (`{%- -%}` whitespace control,
   system prompt folded into the first user turn, `| trim`, `is string`).
@@ -29,7 +34,8 @@ Usage (Python is only needed to regenerate; nothing at run time depends on it):
 
 With transformers importable as well (e.g. `pip install --target /tmp/pyhf transformers==5.24.0`
 and PYTHONPATH=/tmp/pychat:/tmp/pyhf), every template case is also rendered by transformers'
-own `render_jinja_template` and must agree with the environment here.
+own `render_jinja_template` (with `tools=` for the cases that have tools) and must agree with the
+environment here.
 Deterministic: re-running with the same versions gives an identical file.
 """
 
@@ -47,7 +53,12 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "fixtures" / "chat" / "cases.json"
-MODEL = ROOT / "cache" / "models" / "smollm2-135m-instruct.Q4_1.gguf"
+MODELS = ROOT / "cache" / "models"
+GGUF_TEMPLATES = {
+    "smollm2": MODELS / "smollm2-135m-instruct.Q4_1.gguf",
+    "qwen25_coder": MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "qwen25_coder_15b": MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+}
 
 # Local wall-clock time seen by strftime_now (a Saturday afternoon).
 FIXED_NOW = datetime(2025, 7, 26, 14, 5, 9)
@@ -77,16 +88,18 @@ def make_env() -> ImmutableSandboxedEnvironment:
 ENV = make_env()
 
 
-def smollm2_template() -> str:
-    if MODEL.exists():
+def gguf_template(name: str) -> str:
+    """`tokenizer.chat_template` of the GGUF behind `name`, or the copy already in cases.json."""
+    model = GGUF_TEMPLATES[name]
+    if model.exists():
         from gguf import GGUFReader
 
-        reader = GGUFReader(str(MODEL))
+        reader = GGUFReader(str(model))
         field = reader.fields["tokenizer.chat_template"]
         return bytes(field.parts[field.data[0]]).decode("utf-8")
     previous = json.loads(OUT.read_text(encoding="utf-8"))
-    print(f"{MODEL} is absent: keeping the smollm2 template already in {OUT}", file=sys.stderr)
-    return previous["templates"]["smollm2"]["template"]
+    print(f"{model} is absent: keeping the {name} template already in {OUT}", file=sys.stderr)
+    return previous["templates"][name]["template"]
 
 
 GEMMA2 = (
@@ -170,6 +183,10 @@ Tools: {{ tools | tojson }}
 
 TEMPLATES_SOURCE = {
     "smollm2": "tokenizer.chat_template of cache/models/smollm2-135m-instruct.Q4_1.gguf",
+    "qwen25_coder":
+        "tokenizer.chat_template of cache/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "qwen25_coder_15b":
+        "tokenizer.chat_template of cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     "gemma2": "chat_template of Google's Gemma 2 instruct checkpoints (tokenizer_config.json)",
     "gemma3_style": "Gemma-3-like template written for these tests",
     "llama3_style": "Llama-3-like template written for these tests",
@@ -209,12 +226,72 @@ CONVERSATIONS = {
         {"role": "user", "content": "one"},
         {"role": "user", "content": "two"},
     ],
+    # Tool use, as OpenAI-style clients send it: an assistant turn whose tool_calls wrap each call
+    # in `function` (arguments as an object, and as a JSON string), consecutive `tool` turns, an
+    # answer, a later system turn.
+    "tool_calls": [
+        {"role": "system", "content": "You answer with the tools."},
+        {"role": "user", "content": "Weather in Zürich and 東京?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {
+                "city": "Zürich", "unit": "celsius", "days": 3, "hourly": False,
+                "at": [12.5, None, "noon"]}}},
+            {"type": "function", "function": {"name": "get_weather",
+                                              "arguments": "{\"city\": \"東京\"}"}},
+        ]},
+        {"role": "tool", "content": "{\"temp\": 21.5}"},
+        {"role": "tool", "content": "rain \"heavy\"\n"},
+        {"role": "assistant", "content": "Zürich: 21.5 °C; 東京: heavy rain."},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Thanks"},
+    ],
+    # An assistant turn with content and bare (unwrapped) calls, a lone tool turn first and last.
+    "tool_calls_bare": [
+        {"role": "tool", "content": "orphan result"},
+        {"role": "user", "content": "Add 2 and 3."},
+        {"role": "assistant", "content": "Calling add.", "tool_calls": [
+            {"name": "add", "arguments": {"a": 2, "b": 3}},
+        ]},
+        {"role": "tool", "content": "5"},
+    ],
 }
 
-# (template, conversation) pairs; each is rendered with add_generation_prompt false and true.
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city — «current» & forecast",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "e.g. \"Zürich\""},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7.5},
+    }, "required": ["city"]}}}
+ADD_TOOL = {"type": "function", "function": {
+    "name": "add", "description": "a + b", "parameters": {"type": "object", "properties": {
+        "a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}
+
+# Template variables for (template, conversation, extras name) cases: `tools` goes to
+# transformers' `tools=` argument.
+EXTRAS = {
+    "": {},
+    "tools": {"tools": [WEATHER_TOOL, ADD_TOOL]},
+    "one_tool": {"tools": [ADD_TOOL]},
+    "no_tools": {"tools": []},
+}
+
+# (template, conversation[, extras]) tuples; each is rendered with add_generation_prompt false and
+# true.
+QWEN_CASES = [
+    (c,) for c in ["user_only", "system_user", "multi_turn", "user_assistant", "unicode",
+                   "whitespace_and_markup", "system_only", "two_users", "tool_calls",
+                   "tool_calls_bare"]
+] + [
+    ("user_only", "tools"), ("system_user", "tools"), ("multi_turn", "one_tool"),
+    ("tool_calls", "tools"), ("tool_calls_bare", "one_tool"), ("unicode", "tools"),
+    ("system_user", "no_tools"),
+]
 TEMPLATE_CASES = [
     ("smollm2", c) for c in ["user_only", "system_user", "multi_turn", "user_assistant", "unicode",
                              "whitespace_and_markup", "system_only", "two_users"]
+] + [("qwen25_coder", *c) for c in QWEN_CASES] + [
+    ("qwen25_coder_15b", c, "tools") for c in ["system_user", "tool_calls"]
 ] + [
     ("gemma2", c) for c in ["user_only", "user_assistant", "unicode", "whitespace_and_markup",
                             "system_user", "two_users"]
@@ -228,6 +305,9 @@ TEMPLATE_CASES = [
 
 TOKENS = {
     "smollm2": {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"},
+    # Token ids 151643 and 151645 of the GGUF (tokenizer.ggml.bos_token_id / eos_token_id).
+    "qwen25_coder": {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"},
+    "qwen25_coder_15b": {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"},
     "gemma2": {"bos_token": "<bos>", "eos_token": "<eos>"},
     "gemma3_style": {"bos_token": "<bos>", "eos_token": "<eos>"},
     "llama3_style": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
@@ -253,6 +333,10 @@ PROBES = [
     ("tojson_tools", "{{ tools | tojson }}", None,
      {"tools": [{"type": "function", "function": {"name": "météo", "parameters": {
          "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}),
+    # A JSON object's integer-like keys ("10") come first in JavaScript, whatever their order.
+    ("tojson_integer_keys", "{{ tools | tojson }}", None,
+     {"tools": [{"b": 1, "10": 2, "a": {"2": True, "1": None}}]}),
+    ("tools_empty_list", "{{ 'T' if tools else 'F' }}{{ tools | length }}", None, {"tools": []}),
     ("tools_none", "{{ 'T' if tools is none else 'F' }}{{ 'T' if documents is none else 'F' }}",
      None, {}),
     ("list_access", "{{ messages | length }} {{ messages[-1].content }} {{ (messages | last).role }} "
@@ -356,19 +440,22 @@ def render(template: str, messages, add_generation_prompt: bool, tokens: dict, e
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-def transformers_render(template: str, messages, add_generation_prompt: bool, tokens: dict):
+def transformers_render(template: str, messages, add_generation_prompt: bool, tokens: dict,
+                        extra: dict):
     from transformers.utils.chat_template_utils import render_jinja_template
 
     rendered, _ = render_jinja_template(
         conversations=[messages], chat_template=template,
-        add_generation_prompt=add_generation_prompt, **tokens,
+        add_generation_prompt=add_generation_prompt, **tokens, **extra,
     )
     return rendered[0]
 
 
 def main() -> None:
     templates = {
-        "smollm2": smollm2_template(),
+        "smollm2": gguf_template("smollm2"),
+        "qwen25_coder": gguf_template("qwen25_coder"),
+        "qwen25_coder_15b": gguf_template("qwen25_coder_15b"),
         "gemma2": GEMMA2,
         "gemma3_style": GEMMA3_STYLE,
         "llama3_style": LLAMA3_STYLE,
@@ -381,18 +468,24 @@ def main() -> None:
         check = False
 
     cases = []
-    for name, conv in TEMPLATE_CASES:
+    checked = 0
+    for name, conv, *extras in TEMPLATE_CASES:
+        extras_name = extras[0] if extras else ""
+        extra = EXTRAS[extras_name]
         for agp in (False, True):
             messages = CONVERSATIONS[conv]
             tokens = TOKENS[name]
-            result = render(templates[name], messages, agp, tokens, {})
+            result = render(templates[name], messages, agp, tokens, extra)
             if check and "expected" in result and "strftime_now" not in templates[name]:
-                assert transformers_render(templates[name], messages, agp, tokens) == \
-                    result["expected"], (name, conv, agp)
+                assert transformers_render(templates[name], messages, agp, tokens, extra) == \
+                    result["expected"], (name, conv, extras_name, agp)
+                checked += 1
+            conv_name = f"{conv}+{extras_name}" if extras_name else conv
             cases.append({
-                "name": f"{name}/{conv}/{'gen' if agp else 'nogen'}",
+                "name": f"{name}/{conv_name}/{'gen' if agp else 'nogen'}",
                 "template": name,
                 "messages": messages,
+                **({"extra": extra} if extra else {}),
                 "add_generation_prompt": agp,
                 **tokens,
                 **result,
@@ -425,7 +518,7 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {OUT}: {len(cases)} cases, {len(probes)} probes"
-          f"{' (checked with transformers)' if check else ''}")
+          f"{f' ({checked} cases checked with transformers)' if check else ''}")
 
 
 if __name__ == "__main__":
