@@ -5,7 +5,8 @@
  *   {@link GgmlTypeInfo}.
  * - Dequantization of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
  *   Q6_K and Q8_K: {@link dequantizeRow}, {@link dequantizeSupported}.
- * - Encoding f32 to F32, F16, BF16, Q8_0 and Q4_0: {@link quantizeRow},
+ * - Encoding f32 to F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K (the K-quants as
+ *   llama.cpp's quantizer writes them without an importance matrix): {@link quantizeRow},
  *   {@link quantizeSupported}.
  *
  * Bad arguments throw `TypeError` (wrong kind of value) or `RangeError` (unsupported type, bad

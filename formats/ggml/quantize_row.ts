@@ -1,12 +1,15 @@
 /**
  * Conversion of f32 values to the ggml types cflow can write bit-exactly like ggml: F32, F16,
- * BF16, and (through cflow's reference quantizers) Q8_0 and Q4_0.
+ * BF16, Q8_0 and Q4_0 (through cflow's reference quantizers), and the K-quants Q4_K, Q5_K and
+ * Q6_K (ports of ggml's `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref` /
+ * `quantize_row_q6_K_ref`, what llama.cpp's quantizer runs without an importance matrix).
  *
  * @module
  */
 
 import { f32ToF16Bits } from "../../reference/f16.ts";
 import { quantizeQ4_0Into, quantizeQ8_0Into } from "../../reference/quant.ts";
+import { encodeQ4_K, encodeQ5_K, encodeQ6_K } from "./_kquant_encode.ts";
 import {
   assertF32,
   assertMinLength,
@@ -20,7 +23,8 @@ import type { GgmlTypeInfo } from "./types.ts";
 type Encoder = (x: Float32Array, out: Uint8Array) => void;
 
 /**
- * Tells whether {@link quantizeRow} handles a type: F32, F16, BF16, Q8_0 and Q4_0.
+ * Tells whether {@link quantizeRow} handles a type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and
+ * Q6_K.
  *
  * @example
  * ```ts
@@ -29,7 +33,8 @@ type Encoder = (x: Float32Array, out: Uint8Array) => void;
  * import assert from "node:assert/strict";
  *
  * assert.equal(quantizeSupported(ggmlTypeByName("Q8_0")!), true);
- * assert.equal(quantizeSupported(ggmlTypeByName("Q4_K")!), false); // dequantize only
+ * assert.equal(quantizeSupported(ggmlTypeByName("Q4_K")!), true);
+ * assert.equal(quantizeSupported(ggmlTypeByName("Q3_K")!), false); // dequantize only
  * ```
  *
  * @param type A type from `ggmlType` / `ggmlTypeByName`.
@@ -52,6 +57,29 @@ export function quantizeSupported(type: GgmlTypeInfo): boolean {
  *   16 bits with the quiet bit set.
  * - Q8_0, Q4_0: `quantize_row_q8_0_ref` / `quantize_row_q4_0_ref` (see cflow's
  *   `reference/quant.ts`); NaN and ±Infinity inputs are rejected.
+ * - Q4_K, Q5_K, Q6_K: `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref` /
+ *   `quantize_row_q6_K_ref` of ggml-quants.c (llama.cpp commit 0c1e570, vendored by PyPI
+ *   llama_cpp_python 0.3.36), the functions llama.cpp's quantizer runs for a tensor without an
+ *   importance matrix: per 256 values, a weighted scale/min search per sub-block of 32
+ *   (Q4_K, Q5_K) or a refined symmetric scale per sub-block of 16 (Q6_K), 6- or 8-bit
+ *   sub-block scales and f16 super-block scales. Every f32 operation is rounded as ggml's
+ *   x86-64 build rounds it (no FMA), checked byte for byte against the C code
+ *   (`tests/fixtures/ggml_kquant/`). NaN and ±Infinity inputs are rejected before anything
+ *   is written; finite inputs too large for f16 scales are encoded as ggml encodes them.
+ *
+ * @example Quantize a row to Q4_K, as llama.cpp does without an imatrix
+ * ```ts
+ * import { dequantizeRow, quantizeRow } from "./mod.ts";
+ * import { ggmlTypeByName } from "./types.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const q4k = ggmlTypeByName("Q4_K")!;
+ * const x = new Float32Array(256).map((_, i) => Math.sin(i) * 0.02);
+ * const bytes = quantizeRow(q4k, x); // one 144-byte block
+ * assert.equal(bytes.length, 144);
+ * const back = dequantizeRow(q4k, bytes, 256);
+ * assert.ok(back.every((v, i) => Math.abs(v - x[i]) < 0.003));
+ * ```
  *
  * @example Round-trip through BF16
  * ```ts
@@ -72,8 +100,8 @@ export function quantizeSupported(type: GgmlTypeInfo): boolean {
  * @throws {TypeError} If `type` is not a type-info object, `x` not a Float32Array or `out` not
  * a Uint8Array.
  * @throws {RangeError} If `type` is unknown, does not match ggml's table or is not supported,
- * `x.length` is not a whole number of blocks, `out` is too short, or (Q8_0, Q4_0) `x` holds a
- * NaN or ±Infinity.
+ * `x.length` is not a whole number of blocks, `out` is too short, or (Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K) `x` holds a NaN or ±Infinity.
  */
 export function quantizeRow(type: GgmlTypeInfo, x: Float32Array, out?: Uint8Array): Uint8Array {
   const fn = "quantizeRow";
@@ -141,10 +169,31 @@ function encodeBF16(x: Float32Array, out: Uint8Array): void {
   }
 }
 
+/** A K-quant encoder for whole 256-value blocks that first rejects non-finite inputs. */
+function kquant(
+  name: string,
+  encode: (x: Float32Array, out: Uint8Array, nBlocks: number) => void,
+): Encoder {
+  return (x, out) => {
+    for (let i = 0; i < x.length; i++) {
+      if (!Number.isFinite(x[i])) {
+        throw new RangeError(
+          `quantizeRow: ${name} block ${Math.floor(i / 256)} contains a non-finite value ` +
+            `${x[i]} at index ${i}`,
+        );
+      }
+    }
+    encode(x, out, x.length / 256);
+  };
+}
+
 const ENCODERS: ReadonlyMap<number, Encoder> = new Map<number, Encoder>([
   [0, encodeF32],
   [1, encodeF16],
   [30, encodeBF16],
   [8, (x, out) => void quantizeQ8_0Into(x, out)],
   [2, (x, out) => void quantizeQ4_0Into(x, out)],
+  [12, kquant("Q4_K", encodeQ4_K)],
+  [13, kquant("Q5_K", encodeQ5_K)],
+  [14, kquant("Q6_K", encodeQ6_K)],
 ]);

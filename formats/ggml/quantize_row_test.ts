@@ -41,8 +41,8 @@ function hex(b: number, width = 4): string {
   return "0x" + b.toString(16).padStart(width, "0");
 }
 
-Deno.test("quantizeSupported: F32, F16, BF16, Q8_0 and Q4_0 only", () => {
-  const yes = ["F32", "F16", "BF16", "Q8_0", "Q4_0"];
+Deno.test("quantizeSupported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K only", () => {
+  const yes = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"];
   for (const id of [0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 30]) {
     const t = ggmlType(id)!;
     assert.equal(quantizeSupported(t), yes.includes(t.name), t.name);
@@ -141,9 +141,9 @@ Deno.test("F32: bits copied unchanged (NaN payloads too); out reused with a byte
 
 Deno.test("quantizeRow rejects bad arguments", () => {
   const q8 = type("Q8_0");
-  assert.throws(() => quantizeRow(type("Q4_K"), new Float32Array(256)), {
+  assert.throws(() => quantizeRow(type("Q3_K"), new Float32Array(256)), {
     name: "RangeError",
-    message: /Q4_K \(id 12\) is not supported/,
+    message: /Q3_K \(id 11\) is not supported/,
   });
   assert.throws(
     () => quantizeRow({ id: 8, name: "Q8_0", blockSize: 16, typeSize: 34 }, new Float32Array(32)),
