@@ -41,6 +41,7 @@ import {
 } from "../formats/cflow/mod.ts";
 import { COMBINE_STYLE, type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
 import { buildSchedule, type Schedule, type StreamRead } from "../scheduler/mod.ts";
+import { type HeadOps, OutputRows } from "./output_rows.ts";
 
 /** The experts of one layer: runs, and workspace offsets of the router and norm. */
 interface MoeWeights {
@@ -368,6 +369,10 @@ export class Transformer {
   /** Workspace offset of the u64 timestamps taken after the embedding and each pass. */
   #times = 0;
   #stateBuffers!: RunState;
+  /** The output head's operations, its norm's workspace offset and input (#buildPlan). */
+  #head!: { ops: HeadOps; norm: number; input: Buf };
+  /** The output head over every row of a batch, made by the first {@link prefillAll}. */
+  #outputRows: OutputRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
   #lastExpertBytes: number[] = [];
   #totalExpertBytes = 0;
@@ -765,13 +770,13 @@ export class Transformer {
     const vNew = at(s.qkv, qDim + kvDim);
     const quantized = (r: WeightRun) => r.kind !== RUN_KIND.TILES_F32;
     /** y = W x, through one quantization of x when the run is quantized. */
-    const project = (r: WeightRun, x: Buf, n: number, xq: Buf, y: Buf, last = false) => {
+    const project = (r: WeightRun, x: Buf, n: number, xq: Buf, y: Buf, last = false, into = b) => {
       const o = { lastOnly: last };
       if (quantized(r)) {
-        b.quantize(x, pad(n), xq, o);
-        b.matmul(r, xq, y, o);
+        into.quantize(x, pad(n), xq, o);
+        into.matmul(r, xq, y, o);
       } else {
-        b.matmul(r, x, y, o);
+        into.matmul(r, x, y, o);
       }
     };
     const rope = c.ropeStyle === "normal" ? 0 : 1;
@@ -1001,11 +1006,16 @@ export class Transformer {
       for (const from of sched.flush) inject(from, final);
     }
     // 4. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
-    const last = { lastOnly: true };
+    // prefillAll runs the same operations over every row, as a plan of their own (OutputRows).
+    const head: HeadOps = (into, input, norm, out, lastOnly) => {
+      const o = { lastOnly };
+      into.rmsNorm(input, norm, out.xb, c.hidden, c.eps, o);
+      project(output, out.xb, c.hidden, out.xq, out.logits, lastOnly, into);
+      if (c.finalSoftcap > 0) into.softcap(out.logits, c.vocab, c.finalSoftcap, o);
+    };
+    this.#head = { ops: head, norm: v.outputNorm, input: final };
     b.section("output");
-    b.rmsNorm(final, v.outputNorm, s.xb, c.hidden, c.eps, last);
-    project(output, s.xb, c.hidden, s.xq, s.logits, true);
-    if (c.finalSoftcap > 0) b.softcap(s.logits, c.vocab, c.finalSoftcap, last);
+    head(b, final, v.outputNorm, s, true);
     return b.build(this.#workspace, this.batch, this.contextLength);
   }
 
@@ -1377,6 +1387,72 @@ export class Transformer {
   }
 
   /**
+   * Runs prompt tokens at positions [pos, pos + tokens.length) in batches
+   * like {@link prefill}, and calls `onLogits` with the logits of every
+   * token from index `from` on (default 0), in order: each bit for bit the
+   * logits {@link forward} returns for that token. The tokens before `from`
+   * still fill the KV cache; only the output head is skipped for them.
+   *
+   * `logits` is a buffer the next row overwrites: copy what you keep, and
+   * do not run this model from `onLogits`. The first call allocates the head's own workspace (one batch of
+   * logits, batch x vocab x 4 bytes, and the batch's hidden rows), which
+   * the model keeps until it is closed; generation never allocates it.
+   *
+   * @example
+   * ```ts ignore
+   * // The log-probability of each next token of a text.
+   * const logp: number[] = [];
+   * model.prefillAll(tokens.slice(0, -1), 0, (logits, i) => {
+   *   let max = -Infinity;
+   *   for (const x of logits) max = Math.max(max, x);
+   *   let sum = 0;
+   *   for (const x of logits) sum += Math.exp(x - max);
+   *   logp.push(logits[tokens[i + 1]] - max - Math.log(sum));
+   * });
+   * ```
+   */
+  prefillAll(
+    tokens: readonly number[],
+    pos: number,
+    onLogits: (logits: Float32Array, index: number) => void,
+    from = 0,
+  ): void {
+    if (tokens.length === 0) throw new RangeError("model: prefillAll needs at least one token");
+    if (!Number.isSafeInteger(from) || from < 0 || from > tokens.length) {
+      throw new RangeError(`model: prefillAll from ${from} is not in [0, ${tokens.length}]`);
+    }
+    this.#checkPositions(pos, tokens.length);
+    for (const t of tokens) this.#checkToken(t);
+    const head = this.#head;
+    this.#outputRows ??= new OutputRows({
+      ops: head.ops,
+      norm: new Float32Array(this.#workspace.read(head.norm, this.config.hidden * 4).buffer),
+      hidden: this.config.hidden,
+      vocab: this.config.vocab,
+      batch: this.batch,
+      inputStride: head.input.stride,
+    });
+    const rows = this.#outputRows;
+    // Everything up to the output section, which would compute the last row's logits only.
+    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
+    const ids = Uint32Array.from(tokens);
+    for (let i = 0; i < ids.length; i += this.batch) {
+      const n = Math.min(ids.length - i, this.batch);
+      this.#plan.runOps(ids.subarray(i, i + n), pos + i, 0, output);
+      if (i + n > from) {
+        rows.run(
+          this.#workspace,
+          head.input,
+          Math.max(0, from - i),
+          n,
+          (l, r) => onLogits(l, i + r),
+        );
+      }
+    }
+    this.#readCounters();
+  }
+
+  /**
    * Runs one token at position `pos` like {@link forward}, one section of
    * the plan at a time (the embedding, each layer's attention and FFN, the
    * output), on the pool, and returns each section's wall time in
@@ -1546,6 +1622,8 @@ export class Transformer {
 
   /** Frees the plan, the workspace and the packed weights, and unmaps the file. */
   close(): void {
+    this.#outputRows?.close();
+    this.#outputRows = undefined;
     this.#plan.close();
     this.#stage?.close();
     this.#direct?.close();
