@@ -5,6 +5,11 @@
  * negative log-likelihood of each next token is summed over the second half
  * of the chunk only (positions ctx/2 .. ctx-2 predicting ctx/2+1 .. ctx-1).
  *
+ * Each chunk runs as prompt batches that keep the logits of every row they
+ * score ({@link Transformer.prefillAll}), each bit for bit what running
+ * the tokens one at a time through `forward` gives, so the result is that
+ * of scoring token by token, at prefill speed.
+ *
  * @module
  */
 
@@ -76,16 +81,15 @@ export function perplexity(
   const perChunk: number[] = [];
   for (let c = 0; c < chunks; c++) {
     const start = c * ctx;
-    for (let j = 0; j < ctx - 1; j++) {
-      const token = j === 0 && bos !== undefined ? bos : tokens[start + j];
-      const logits = model.forward(token, j);
-      if (j >= first) {
-        const v = -logSoftmaxAt(logits, tokens[start + j + 1]);
-        nll += v;
-        nll2 += v * v;
-        count++;
-      }
-    }
+    const chunk = tokens.slice(start, start + ctx - 1);
+    if (bos !== undefined) chunk[0] = bos;
+    // Positions 0 .. ctx-2; the logits of ctx/2 .. ctx-2, in order.
+    model.prefillAll(chunk, 0, (logits, j) => {
+      const v = -logSoftmaxAt(logits, tokens[start + j + 1]);
+      nll += v;
+      nll2 += v * v;
+      count++;
+    }, first);
     const mean = nll / count;
     perChunk.push(Math.exp(mean));
     onChunk?.(c + 1, chunks, Math.exp(mean));
