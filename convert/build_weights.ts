@@ -18,7 +18,12 @@ import {
   MATRIX,
 } from "../formats/cflow/container.ts";
 import type { LayerWeights, ModelWeights, WeightItem } from "../formats/cflow/model_weights.ts";
-import { type RowMatrix, TILE_TYPE } from "../formats/cflow/tile.ts";
+import {
+  type RowMatrix,
+  TILE_TYPE,
+  type TileTypeName,
+  tileTypeName,
+} from "../formats/cflow/tile.ts";
 import type { ModelSource, SourceTensor } from "./model_source.ts";
 import { dequantizeRows, type Q4Rule, quantizeRows } from "./quantize_rules.ts";
 
@@ -31,7 +36,7 @@ import { dequantizeRows, type Q4Rule, quantizeRows } from "./quantize_rules.ts";
  * const q: TargetQuant = "q4_0";
  * ```
  */
-export type TargetQuant = "q4_0" | "q8_0" | "f32";
+export type TargetQuant = "auto" | "q4_0" | "q8_0" | "f32";
 
 /**
  * Conversion options.
@@ -43,7 +48,12 @@ export type TargetQuant = "q4_0" | "q8_0" | "f32";
  * ```
  */
 export interface BuildOptions {
-  /** Target weight type. */
+  /**
+   * Target weight type. `"auto"` keeps every matrix in its source type when
+   * that is a tile type (Q4_0, Q8_0, F32, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+   * Q6_K, F16, BF16: a lossless copy of its blocks) and stores the others
+   * (Q2_K, Q3_K, the IQ types, ...) as Q8_0.
+   */
   quant: TargetQuant;
   /**
    * Type of the output matrix (the token embedding when the model ties the
@@ -87,12 +97,16 @@ export interface MatrixReport {
   maxAbs?: number;
 }
 
-const TYPE_OF: Record<TargetQuant, number> = {
+const TYPE_OF: Record<Exclude<TargetQuant, "auto">, number> = {
   q4_0: TILE_TYPE.Q4_0,
   q8_0: TILE_TYPE.Q8_0,
   f32: TILE_TYPE.F32,
 };
-const TYPE_NAME: Record<number, string> = { 1: "Q4_0", 2: "Q8_0", 3: "F32" };
+
+/** The tile type `"auto"` gives a tensor stored as `typeName`. */
+function autoType(typeName: string): number {
+  return TILE_TYPE[typeName as TileTypeName] ?? TILE_TYPE.Q8_0;
+}
 
 /** The `.cflow` matrix id of each role (also the tiled source's lookup). */
 export const MATRIX_OF: Record<Role, number> = {
@@ -149,15 +163,20 @@ export function buildModelWeights(
   reports: MatrixReport[],
 ): ModelWeights {
   const h = source.hyper;
-  const baseType = TYPE_OF[options.quant];
+  const auto = options.quant === "auto";
   /** The tile type of a matrix: the output matrix's may differ (see BuildOptions.outputQuant). */
   const typeOf = (role: Role, t: SourceTensor): number => {
+    const baseType = auto ? autoType(t.typeName) : TYPE_OF[options.quant as "q4_0"];
     const output = role === "output" || (role === "token_embd" && h.tiedEmbeddings);
     const choice = options.outputQuant;
     if (!output || choice === undefined) return baseType;
-    if (choice !== "auto") return TYPE_OF[choice];
-    return baseType === TILE_TYPE.Q4_0 && t.typeName !== "Q4_0" ? TILE_TYPE.Q8_0 : baseType;
+    if (choice === "auto") {
+      return baseType === TILE_TYPE.Q4_0 && t.typeName !== "Q4_0" ? TILE_TYPE.Q8_0 : baseType;
+    }
+    return TYPE_OF[choice];
   };
+  /** Weights per tile type, for the header's quant_type (the most common). */
+  const weightsOf = new Map<number, number>();
   const q = h.heads * h.headDim;
   const kv = h.kvHeads * h.headDim;
 
@@ -174,14 +193,21 @@ export function buildModelWeights(
     const slice = t.experts > 0 ? expert ?? 0 : undefined;
     if (t.rows !== rows || t.cols !== cols) throw shapeError(source, t, rows, cols);
     const type = typeOf(role, t);
-    const lossless = t.rawRows !== undefined && TYPE_NAME[type] === t.typeName &&
+    const typeName = tileTypeName(type)!;
+    const lossless = t.rawRows !== undefined && typeName === t.typeName &&
       (type !== TILE_TYPE.Q4_0 || options.rule === "ggml");
+    if (!lossless && type !== TILE_TYPE.Q4_0 && type !== TILE_TYPE.Q8_0 && type !== TILE_TYPE.F32) {
+      throw new RangeError(
+        `${source.path}: ${t.name} (${t.typeName}) cannot be requantized to ${typeName}`,
+      );
+    }
+    weightsOf.set(type, (weightsOf.get(type) ?? 0) + rows * cols);
     const report: MatrixReport = {
       name: slice !== undefined ? `${t.name}[${slice}]` : t.name,
       rows,
       cols,
       from: t.typeName,
-      to: TYPE_NAME[type],
+      to: typeName,
       lossless,
     };
     reports.push(report);
@@ -349,7 +375,9 @@ export function buildModelWeights(
     tileRows: 128,
     tileCols: 256,
     quantGroup: 32,
-    quantType: baseType,
+    // The type most of the weights have (ties: the lower id).
+    quantType: [...weightsOf].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0] ??
+      TILE_TYPE.Q8_0,
     slidingWindow: h.slidingWindow,
     slidingPattern: h.slidingPattern,
     denseDelay: num("dense_delay", 0),

@@ -8,6 +8,7 @@ import { canonicalArchitecture, GGUF_NAMES, type Role, tensorName } from "../arc
 import { mapFile } from "../ffi/mod.ts";
 import { type ByteSource, mappedSource } from "../formats/byte_source.ts";
 import { FormatError } from "../formats/errors.ts";
+import { TILE_TYPE, type TileTypeName, tileTypeName } from "../formats/cflow/tile.ts";
 import { dequantizeRow } from "../formats/ggml/mod.ts";
 import { ggmlBytes } from "../formats/ggml/types.ts";
 import {
@@ -55,7 +56,11 @@ function sourceTensor(src: ByteSource, t: GgufTensorInfo): SourceTensor {
     cols,
     experts,
     typeName: t.type.name,
-    rawRows: t.type.name === "Q4_0" || t.type.name === "Q8_0" ? raw : undefined,
+    // Every tile type keeps ggml's row bytes (docs/FORMAT.md), so a tensor
+    // of one of them is copied, not requantized.
+    rawRows: tileTypeName(TILE_TYPE[t.type.name as TileTypeName] ?? 0) !== undefined
+      ? raw
+      : undefined,
     f32Rows: (start, count, expert = 0) => {
       const bytes = raw(start, count, expert);
       return dequantizeRow(t.type, bytes, count * cols);

@@ -31,7 +31,11 @@ export interface SourceTensor {
   experts: number;
   /** Storage type name: a ggml type ("Q4_0", "F16", ...) or a safetensors dtype. */
   typeName: string;
-  /** Rows as raw ggml blocks; present only when the storage is Q4_0 or Q8_0. */
+  /**
+   * Rows as raw ggml bytes; present only when the storage type is a tile
+   * type (`TILE_TYPE`: Q4_0, Q8_0, F32, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+   * F16, BF16), whose tiles keep those bytes.
+   */
   rawRows?: (start: number, count: number, expert?: number) => Uint8Array;
   /** Rows as f32 values. */
   f32Rows: (start: number, count: number, expert?: number) => Float32Array;

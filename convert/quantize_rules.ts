@@ -16,12 +16,12 @@
  */
 
 import {
-  f16BitsToF32,
   f32ToF16Bits,
   quantizeQ4_0Into,
   quantizeQ8_0Into,
 } from "../reference/mod.ts";
-import { TILE_TYPE } from "../formats/cflow/tile.ts";
+import { rowBytes, TILE_TYPE, tileTypeName } from "../formats/cflow/tile.ts";
+import { dequantizeRow, ggmlTypeByName } from "../formats/ggml/mod.ts";
 
 /**
  * Q4 rounding rules.
@@ -103,20 +103,18 @@ export function dequantizeRows(
   type: number,
 ): Float32Array {
   if (type === TILE_TYPE.F32) return new Float32Array(q.slice().buffer, 0, rows * cols);
-  const groups = Math.ceil(cols / 32);
-  const blockBytes = type === TILE_TYPE.Q4_0 ? 18 : 34;
+  const name = tileTypeName(type);
+  const ggml = name === undefined ? undefined : ggmlTypeByName(name);
+  if (ggml === undefined) throw new RangeError(`dequantizeRows: unknown tile type ${type}`);
+  // A tile row is ggml's row (Q4_0/Q8_0 rows padded to whole blocks), so
+  // gguf-py-checked ggml dequantization gives its values.
+  const rb = rowBytes(type, cols);
+  const padded = Math.ceil(cols / ggml.blockSize) * ggml.blockSize;
+  const row = new Float32Array(padded);
   const out = new Float32Array(rows * cols);
   for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; c++) {
-      const g = c >> 5;
-      const j = c & 31;
-      const o = (r * groups + g) * blockBytes;
-      const d = f16BitsToF32(q[o] | (q[o + 1] << 8));
-      let v: number;
-      if (type === TILE_TYPE.Q8_0) v = (q[o + 2 + j] << 24) >> 24;
-      else v = (j < 16 ? q[o + 2 + j] & 15 : q[o + 2 + j - 16] >> 4) - 8;
-      out[r * cols + c] = Math.fround(v * d);
-    }
+    dequantizeRow(ggml, q.subarray(r * rb, (r + 1) * rb), padded, row);
+    out.set(row.subarray(0, cols), r * cols);
   }
   return out;
 }

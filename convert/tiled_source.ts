@@ -195,7 +195,7 @@ export function tiledModelSource(loaded: LoadedTiledFile): ModelSource {
       cols: entry.cols,
       experts,
       typeName,
-      rawRows: type === TILE_TYPE.Q4_0 || type === TILE_TYPE.Q8_0 ? raw : undefined,
+      rawRows: raw,
       f32Rows: (start, count, expert) => {
         const bytes = raw(start, count, expert);
         if (type === TILE_TYPE.F32) {

@@ -18,7 +18,7 @@ import type { AlignedBuffer, MemoryRegion } from "./memory.ts";
 import { STATUS } from "./symbols.ts";
 
 const OP_WORDS = 16;
-const RUN_WORDS = 16;
+const RUN_WORDS = 24;
 const MAX_MEMBERS = 8;
 /** Largest batch a plan accepts (plan.zig `max_batch`). */
 export const MAX_PLAN_BATCH = 1024;
@@ -39,6 +39,8 @@ export const RUN_KIND = {
   TILES_F32: 3,
   PACKED_Q4_0: 4,
   PACKED_Q8_0: 5,
+  /** Tiles whose members each have their own tile type ({@link WeightRun.types}). */
+  TILES: 6,
 } as const;
 
 /** One of {@link RUN_KIND}'s values. */
@@ -67,6 +69,12 @@ export interface WeightRun {
   cols: number;
   /** Output rows of each member. */
   rows: readonly number[];
+  /**
+   * Tile type of each member (`TILE_TYPE`, docs/FORMAT.md), for kind
+   * `TILES` only: members may differ (a Q4_K_M file's Q6_K attn_v beside its
+   * Q4_K q and k), but must all be quantized or all float (F32/F16/BF16).
+   */
+  types?: readonly number[];
 }
 
 /**
@@ -158,6 +166,14 @@ function runWords(r: WeightRun): Uint32Array {
   w[6] = u32(r.cols, "run cols");
   w[7] = r.rows.length;
   r.rows.forEach((n, i) => w[8 + i] = u32(n, "run rows"));
+  if (r.kind === RUN_KIND.TILES) {
+    if (r.types === undefined || r.types.length !== r.rows.length) {
+      throw new RangeError(`plan: a TILES run needs one tile type per member`);
+    }
+    r.types.forEach((t, i) => w[16 + i] = u32(t, "run tile type"));
+  } else if (r.types !== undefined) {
+    throw new RangeError(`plan: only TILES runs carry per-member tile types`);
+  }
   return w;
 }
 

@@ -112,14 +112,29 @@ Deno.test("raw operation words are checked: unknown opcodes, flags and kinds", (
     assert.equal(rc, STATUS.INVALID_ARG, `op ${op} flags ${flags}`);
     assert.deepEqual([...where], [2, 0]);
   }
-  const runs = new Uint32Array(16);
+  const runs = new Uint32Array(24);
   runs.set([77, ws.handle, 0, 0, 64, 0, 32, 1, 4]);
   const ops = new Uint32Array(16);
   ops.set([4, 0, 0, 0, 0, 1024, 0]);
-  assert.equal(s.cf_plan_create(ws.handle, ops, 16n, runs, 16n, 1, 16, where), STATUS.INVALID_ARG);
+  assert.equal(s.cf_plan_create(ws.handle, ops, 16n, runs, 24n, 1, 16, where), STATUS.INVALID_ARG);
   assert.deepEqual([...where], [1, 0]);
+  // TILES runs (kind 6): a tile type per member, none past them, one input kind.
+  for (
+    const [types, why] of [
+      [[12, 0], "unknown type"],
+      [[0, 0], "no type"],
+      [[7, 7], "a type past the members"],
+      [[7, 10], "Q4_K beside F16"],
+    ] as const
+  ) {
+    const w = new Uint32Array(24);
+    const members = why === "a type past the members" ? 1 : 2;
+    w.set([6, ws.handle, 0, 0, 16 + 144 * 2, 0, 256, members, 1, 1]);
+    w.set(types.slice(0, why === "a type past the members" ? 2 : members), 16);
+    assert.equal(s.cf_plan_create(ws.handle, ops, 16n, w, 24n, 1, 16, where), STATUS.INVALID_ARG, why);
+  }
   // Word counts that are not whole operations.
-  assert.equal(s.cf_plan_create(ws.handle, ops, 15n, runs, 16n, 1, 16, where), STATUS.INVALID_ARG);
+  assert.equal(s.cf_plan_create(ws.handle, ops, 15n, runs, 24n, 1, 16, where), STATUS.INVALID_ARG);
 });
 
 Deno.test("a plan pins what it reads; runs check tokens, positions and batch", () => {

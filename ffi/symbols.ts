@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION: number = 5;
+export const ABI_VERSION: number = 6;
 
 /**
  * The symbol table passed to `Deno.dlopen`.

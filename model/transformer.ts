@@ -22,6 +22,7 @@ import {
   type Plan,
   PlanBuilder,
   RUN_KIND,
+  type RunKind,
   type VariantName,
   type WeightRun,
 } from "../ffi/mod.ts";
@@ -88,6 +89,21 @@ interface DiskTier {
 }
 
 /** Asks for transparent huge pages; where the kernel refuses, 4 KiB pages work too. */
+/**
+ * The plan's run kind for tiles of these member types: the one-type kinds
+ * for Q4_0, Q8_0 and F32 runs (which can be packed into panels), `TILES`
+ * with the types member by member otherwise.
+ */
+function tileRunKind(types: readonly number[]): { kind: RunKind; types?: readonly number[] } {
+  const t = types[0];
+  if (types.every((x) => x === t)) {
+    if (t === TILE_TYPE.Q4_0) return { kind: RUN_KIND.TILES_Q4_0 };
+    if (t === TILE_TYPE.Q8_0) return { kind: RUN_KIND.TILES_Q8_0 };
+    if (t === TILE_TYPE.F32) return { kind: RUN_KIND.TILES_F32 };
+  }
+  return { kind: RUN_KIND.TILES, types: [...types] };
+}
+
 function hugePages(region: AlignedBuffer): void {
   try {
     region.advise("hugepage");
@@ -1062,13 +1078,8 @@ export class Transformer {
         }
       }
     }
-    const kind = e.tileType === TILE_TYPE.Q4_0
-      ? RUN_KIND.TILES_Q4_0
-      : e.tileType === TILE_TYPE.Q8_0
-      ? RUN_KIND.TILES_Q8_0
-      : RUN_KIND.TILES_F32;
     return {
-      kind,
+      ...tileRunKind(members.map((m) => m.tileType)),
       region: this.#region,
       offset: e.offset,
       length: e.length,
@@ -1113,17 +1124,10 @@ export class Transformer {
     if (bank === undefined || bank.spans.length !== c.moe!.experts) {
       throw new RangeError(`model: layer ${l} has no expert bank of ${c.moe!.experts} experts`);
     }
-    const kindOf = (t: number) =>
-      t === TILE_TYPE.Q4_0
-        ? RUN_KIND.TILES_Q4_0
-        : t === TILE_TYPE.Q8_0
-        ? RUN_KIND.TILES_Q8_0
-        : RUN_KIND.TILES_F32;
     const { gate, up, down } = bank;
     if (
       gate.rows !== up.rows || gate.cols !== c.hidden || up.cols !== c.hidden ||
-      down.rows !== c.hidden || down.cols !== gate.rows || gate.tileType !== up.tileType ||
-      gate.tileType !== down.tileType
+      down.rows !== c.hidden || down.cols !== gate.rows
     ) {
       throw new RangeError(`model: layer ${l} expert matrices do not fit together`);
     }
@@ -1136,7 +1140,7 @@ export class Transformer {
         throw new RangeError(`model: layer ${l} has an expert span of ${span.length} bytes`);
       }
       out.gateUp.push({
-        kind: kindOf(gate.tileType),
+        ...tileRunKind([gate.tileType, up.tileType]),
         region: this.#region,
         offset: span.offset,
         length: guBytes,
@@ -1144,7 +1148,7 @@ export class Transformer {
         rows: [gate.rows, up.rows],
       });
       out.down.push({
-        kind: kindOf(down.tileType),
+        ...tileRunKind([down.tileType]),
         region: this.#region,
         offset: span.offset + guBytes,
         length: downBytes,

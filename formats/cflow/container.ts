@@ -12,10 +12,14 @@
 export const CFLOW_MAGIC: Uint8Array = new Uint8Array([0x43, 0x46, 0x4c, 0x4f, 0x57, 0, 0, 0]);
 /** `.vflow` magic: "VFLOW\0\0\0". */
 export const VFLOW_MAGIC: Uint8Array = new Uint8Array([0x56, 0x46, 0x4c, 0x4f, 0x57, 0, 0, 0]);
-/** `.cflow` version written and read. */
-export const CFLOW_VERSION = 5;
-/** `.vflow` version written and read. */
-export const VFLOW_VERSION = 1;
+/** Newest `.cflow` version, written when a file uses a tile type beyond Q4_0, Q8_0, F32. */
+export const CFLOW_VERSION = 6;
+/** Oldest `.cflow` version read (and written for files of Q4_0, Q8_0, F32 tiles only). */
+export const CFLOW_VERSION_MIN = 5;
+/** Newest `.vflow` version (the tile types of `.cflow` version 6). */
+export const VFLOW_VERSION = 2;
+/** Oldest `.vflow` version read (tile types of `.cflow` version 5). */
+export const VFLOW_VERSION_MIN = 1;
 /** Size of the `.cflow` GlobalHeader. */
 export const GLOBAL_HEADER_BYTES = 88;
 /** Size of the `.vflow` VFlowHeader. */
@@ -276,11 +280,15 @@ function u64(view: DataView, offset: number, value: number): void {
  * const bytes = encodeGlobalHeader(geometry, 4096);
  * ```
  */
-export function encodeGlobalHeader(g: Geometry, sectionTableOffset: number): Uint8Array {
+export function encodeGlobalHeader(
+  g: Geometry,
+  sectionTableOffset: number,
+  version: number = CFLOW_VERSION_MIN,
+): Uint8Array {
   const out = new Uint8Array(GLOBAL_HEADER_BYTES);
   const v = new DataView(out.buffer);
   out.set(CFLOW_MAGIC, 0);
-  v.setUint32(8, CFLOW_VERSION, true);
+  v.setUint32(8, version, true);
   v.setUint32(12, g.hidden, true);
   v.setUint32(16, g.layers, true);
   v.setUint32(20, g.heads, true);
@@ -412,11 +420,13 @@ export interface VFlowHeader {
  * const bytes = encodeVFlowHeader(header);
  * ```
  */
-export function encodeVFlowHeader(h: Omit<VFlowHeader, "version" | "headerCrc">): Uint8Array {
+export function encodeVFlowHeader(
+  h: Omit<VFlowHeader, "version" | "headerCrc"> & { version?: number },
+): Uint8Array {
   const out = new Uint8Array(VFLOW_HEADER_BYTES);
   const v = new DataView(out.buffer);
   out.set(VFLOW_MAGIC, 0);
-  v.setUint32(8, VFLOW_VERSION, true);
+  v.setUint32(8, h.version ?? VFLOW_VERSION_MIN, true);
   v.setUint32(12, h.hidden, true);
   v.setUint32(16, h.layers, true);
   v.setUint16(20, h.heads, true);

@@ -142,7 +142,7 @@ const u64 = (l: Layout, at: number, v: number) => (l.v.setBigUint64(at, BigInt(v
 const BOTH: Format[] = ["cflow", "vflow"];
 const CASES: Case[] = [
   // GlobalHeader (.cflow)
-  { name: "future version", formats: ["cflow"], edit: (l) => u32(l, 8, 6), field: /^version$/ },
+  { name: "future version", formats: ["cflow"], edit: (l) => u32(l, 8, 7), field: /^version$/ },
   { name: "hidden 0", formats: ["cflow"], edit: (l) => u32(l, 12, 0), field: /hidden/ },
   { name: "layers 0", formats: ["cflow"], edit: (l) => u32(l, 16, 0), field: /layers/ },
   { name: "layers above 1024", formats: ["cflow"], edit: (l) => u32(l, 16, 5000), field: /layers/ },
@@ -335,7 +335,7 @@ const CASES: Case[] = [
     field: /section_table/,
   },
   // VFlowHeader and group table (.vflow)
-  { name: "future version", formats: ["vflow"], edit: (l) => u32(l, 8, 2), field: /^version$/ },
+  { name: "future version", formats: ["vflow"], edit: (l) => u32(l, 8, 3), field: /^version$/ },
   {
     name: "kv heads not dividing heads",
     formats: ["vflow"],
@@ -523,9 +523,15 @@ const CASES: Case[] = [
     field: /kind/,
   },
   {
-    name: "unknown tile type",
+    name: "a version-6 tile type (Q4_K) in a version-5 file",
     formats: BOTH,
     edit: (l) => u8(l, l.entry(1, 1) + 2, 7),
+    field: /tile_type/,
+  },
+  {
+    name: "unknown tile type",
+    formats: BOTH,
+    edit: (l) => u8(l, l.entry(1, 1) + 2, 12),
     field: /tile_type/,
   },
   {

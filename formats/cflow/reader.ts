@@ -17,6 +17,7 @@ import {
   BLOCK_MAGIC,
   CFLOW_MAGIC,
   CFLOW_VERSION,
+  CFLOW_VERSION_MIN,
   COMBINE,
   decodeEntry,
   decodeGlobalHeader,
@@ -41,24 +42,28 @@ import {
   VFLOW_HEADER_BYTES,
   VFLOW_MAGIC,
   VFLOW_VERSION,
+  VFLOW_VERSION_MIN,
   vflowHeaderCrc,
   VOCAB_LAYER,
 } from "./container.ts";
 import { crc32 } from "./crc32.ts";
 import {
+  blockElements,
   decodeTileHeader,
   decodeTilePayload,
-  groupsPerRow,
+  isWholeBlockType,
   matrixTileBytes,
+  maxTileType,
   NO_EXPERT,
   QUANT_GROUP,
   rowBytes,
   TILE_COLS,
   TILE_HEADER_BYTES,
   TILE_ROWS,
-  TILE_TYPE,
   tileBytes,
   type TileHeader,
+  tileQuantGroup,
+  tileTypeName,
 } from "./tile.ts";
 
 /** Caps on what a header may declare. */
@@ -124,6 +129,8 @@ export interface TiledFile {
 }
 
 class Checker {
+  /** The highest tile type the file's version allows (set once the version is read). */
+  maxTileType: number = maxTileType(CFLOW_VERSION_MIN);
   constructor(readonly src: ByteSource) {}
   fail(field: string, offset: number, detail: string): never {
     throw new FormatError(this.src.name, field, offset, detail);
@@ -174,7 +181,7 @@ function validateGeometry(
     at("tileCols"),
     `${g.tileCols}, only ${TILE_COLS} is supported`,
   );
-  c.range(g.quantType, 1, 3, "quant_type", at("quantType"));
+  c.range(g.quantType, 1, c.maxTileType, "quant_type", at("quantType"));
   c.range(g.archId, 0, MAX_ARCH_ID, "arch_id", at("archId"));
   c.check(
     g.slidingPattern === 0 || g.slidingWindow > 0,
@@ -503,7 +510,7 @@ function checkTiles(
       colOffset: c0,
       tileRows: tr,
       tileCols: tc,
-      quantGroup: m.tileType === TILE_TYPE.F32 ? 0 : QUANT_GROUP,
+      quantGroup: tileQuantGroup(m.tileType),
     };
     for (const [k, v] of Object.entries(want) as [keyof TileHeader, number][]) {
       if (h[k] !== v) c.fail(`${field}.tile(${r0},${c0}).${k}`, pos, `${h[k]}, expected ${v}`);
@@ -583,7 +590,15 @@ function readBlock(
       `[${e.offset}, ${e.offset + e.length}) is outside its section`,
     );
     if (e.kind === ENTRY_KIND.TILES || e.kind === ENTRY_KIND.EXPERT_TILES) {
-      c.range(e.tileType, 1, 3, `${f}.tile_type`, at + 2);
+      c.range(e.tileType, 1, c.maxTileType, `${f}.tile_type`, at + 2);
+      c.check(
+        !isWholeBlockType(e.tileType) || e.cols % blockElements(e.tileType) === 0,
+        `${f}.cols`,
+        at + 12,
+        `${e.cols} is not a multiple of the ${blockElements(e.tileType)}-weight blocks of ${
+          tileTypeName(e.tileType)
+        }`,
+      );
     } else c.check(e.tileType === 0, `${f}.tile_type`, at + 2, "must be 0 for untiled entries");
     c.check(
       e.offset % ALIGN === 0,
@@ -976,11 +991,12 @@ export function readTiledFile(
     const bytes = src.read(0, GLOBAL_HEADER_BYTES, "header");
     const h = decodeGlobalHeader(bytes);
     c.check(
-      h.version === CFLOW_VERSION,
+      h.version >= CFLOW_VERSION_MIN && h.version <= CFLOW_VERSION,
       "version",
       8,
-      `${h.version}, this reader supports ${CFLOW_VERSION}`,
+      `${h.version}, this reader supports ${CFLOW_VERSION_MIN}..${CFLOW_VERSION}`,
     );
+    c.maxTileType = maxTileType(h.version);
     c.check(headerCrc(bytes) === h.headerCrc, "header_crc32", 76, "checksum mismatch");
     c.check(bytes[70] === 0 && bytes[71] === 0, "reserved", 70, "must be zero");
     c.check(
@@ -999,11 +1015,13 @@ export function readTiledFile(
     const bytes = src.read(0, VFLOW_HEADER_BYTES, "header");
     const h = decodeVFlowHeader(bytes);
     c.check(
-      h.version === VFLOW_VERSION,
+      h.version >= VFLOW_VERSION_MIN && h.version <= VFLOW_VERSION,
       "version",
       8,
-      `${h.version}, this reader supports ${VFLOW_VERSION}`,
+      `${h.version}, this reader supports ${VFLOW_VERSION_MIN}..${VFLOW_VERSION}`,
     );
+    // .vflow 2 carries the tile types of .cflow 6.
+    c.maxTileType = maxTileType(h.version >= VFLOW_VERSION ? CFLOW_VERSION : CFLOW_VERSION_MIN);
     c.check(vflowHeaderCrc(bytes) === h.headerCrc, "header_crc32", 52, "checksum mismatch");
     version = h.version;
     sectionTableOffset = h.sectionTableOffset;
@@ -1367,9 +1385,9 @@ export function untile(
   walkTiles(members, start, (m, r0, c0, tr, tc, pos, size) => {
     if (m.matrixId !== entry.matrixId) return;
     const tile = src.read(pos + TILE_HEADER_BYTES, size - TILE_HEADER_BYTES, "tile");
-    const colBytes = m.tileType === TILE_TYPE.F32
-      ? c0 * 4
-      : (c0 / QUANT_GROUP) * (rb / groupsPerRow(m.cols));
+    // Tile boundaries fall on whole blocks (256 columns), so a tile's first
+    // byte in the row is the size of the row's first c0 columns.
+    const colBytes = rowBytes(m.tileType, c0);
     decodeTilePayload(tile, 0, m.tileType, tr, tc, out.subarray(r0 * rb), rb, colBytes);
   });
   return out;

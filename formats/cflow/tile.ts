@@ -27,7 +27,105 @@ export const NO_EXPERT = 0xff;
  * console.log(TILE_TYPE.Q4_0); // 1
  * ```
  */
-export const TILE_TYPE = { Q4_0: 1, Q8_0: 2, F32: 3 } as const;
+export const TILE_TYPE = {
+  Q4_0: 1,
+  Q8_0: 2,
+  F32: 3,
+  Q4_1: 4,
+  Q5_0: 5,
+  Q5_1: 6,
+  Q4_K: 7,
+  Q5_K: 8,
+  Q6_K: 9,
+  F16: 10,
+  BF16: 11,
+} as const;
+
+/**
+ * The highest tile type id each `.cflow` version may use: version 5 knows
+ * Q4_0, Q8_0 and F32 only; version 6 adds the ggml block types and F16/BF16.
+ * Writers write the lowest version that can hold the file.
+ *
+ * @example
+ * ```ts
+ * import { maxTileType } from "./tile.ts";
+ * console.log(maxTileType(5), maxTileType(6)); // 3 11
+ * ```
+ */
+export function maxTileType(cflowVersion: number): number {
+  return cflowVersion >= 6 ? TILE_TYPE.BF16 : TILE_TYPE.F32;
+}
+
+/** ggml block geometry of the types whose tiles keep ggml's blocks whole. */
+const WHOLE_BLOCKS: Record<number, { elements: number; bytes: number }> = {
+  [TILE_TYPE.Q4_1]: { elements: 32, bytes: 20 },
+  [TILE_TYPE.Q5_0]: { elements: 32, bytes: 22 },
+  [TILE_TYPE.Q5_1]: { elements: 32, bytes: 24 },
+  [TILE_TYPE.Q4_K]: { elements: 256, bytes: 144 },
+  [TILE_TYPE.Q5_K]: { elements: 256, bytes: 176 },
+  [TILE_TYPE.Q6_K]: { elements: 256, bytes: 210 },
+};
+
+/**
+ * True for the tile types whose payload is whole ggml blocks, row-major
+ * (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K); Q4_0 and Q8_0 store their scales
+ * apart, F32/F16/BF16 plain values.
+ *
+ * @example
+ * ```ts
+ * import { isWholeBlockType, TILE_TYPE } from "./tile.ts";
+ * console.log(isWholeBlockType(TILE_TYPE.Q4_K), isWholeBlockType(TILE_TYPE.Q4_0)); // true false
+ * ```
+ */
+export function isWholeBlockType(type: number): boolean {
+  return WHOLE_BLOCKS[type] !== undefined;
+}
+
+/**
+ * True for the float tile types (F32, F16, BF16), whose kernels take f32
+ * activations; the others take quantized activations.
+ *
+ * @example
+ * ```ts
+ * import { isFloatType, TILE_TYPE } from "./tile.ts";
+ * console.log(isFloatType(TILE_TYPE.BF16)); // true
+ * ```
+ */
+export function isFloatType(type: number): boolean {
+  return type === TILE_TYPE.F32 || type === TILE_TYPE.F16 || type === TILE_TYPE.BF16;
+}
+
+/**
+ * Weights per block of a type: 256 for the K-quants, 32 for the other
+ * quantized types, 1 for the float types. A matrix's columns must be a
+ * multiple of it for the whole-block types (ggml's own rule), so tiles of
+ * 256 columns hold whole blocks.
+ *
+ * @example
+ * ```ts
+ * import { blockElements, TILE_TYPE } from "./tile.ts";
+ * console.log(blockElements(TILE_TYPE.Q6_K)); // 256
+ * ```
+ */
+export function blockElements(type: number): number {
+  const b = WHOLE_BLOCKS[type];
+  if (b !== undefined) return b.elements;
+  return type === TILE_TYPE.Q4_0 || type === TILE_TYPE.Q8_0 ? QUANT_GROUP : 1;
+}
+
+/**
+ * The `quant_group` a TileHeader of this type carries: 32 for Q4_0, Q8_0,
+ * Q4_1, Q5_0 and Q5_1, 256 for the K-quants, 0 for the float types.
+ *
+ * @example
+ * ```ts
+ * import { tileQuantGroup, TILE_TYPE } from "./tile.ts";
+ * console.log(tileQuantGroup(TILE_TYPE.Q4_K), tileQuantGroup(TILE_TYPE.F16)); // 256 0
+ * ```
+ */
+export function tileQuantGroup(type: number): number {
+  return isFloatType(type) ? 0 : blockElements(type);
+}
 
 /**
  * A tile encoding name.
@@ -85,6 +183,9 @@ export function groupsPerRow(cols: number): number {
  */
 export function tilePayloadBytes(type: number, rows: number, cols: number): number {
   if (type === TILE_TYPE.F32) return rows * cols * 4;
+  if (type === TILE_TYPE.F16 || type === TILE_TYPE.BF16) return rows * cols * 2;
+  const whole = WHOLE_BLOCKS[type];
+  if (whole !== undefined) return rows * Math.ceil(cols / whole.elements) * whole.bytes;
   const groups = rows * groupsPerRow(cols);
   return groups * 2 + groups * groupDataBytes(type);
 }
@@ -154,7 +255,7 @@ export interface TileHeader {
   tileRows: number;
   /** Columns in this tile (1..256). */
   tileCols: number;
-  /** 32 for Q4_0 and Q8_0 tiles, 0 for F32 tiles. */
+  /** {@link tileQuantGroup} of the tile's type: 32, 256, or 0 for float tiles. */
   quantGroup: number;
 }
 
@@ -208,8 +309,10 @@ export function decodeTileHeader(view: DataView, offset: number): TileHeader {
  * A matrix as rows of quantized groups. Rows are delivered on request so a
  * converter never holds a whole matrix of a large model.
  *
- * For Q4_0/Q8_0 each row is `groupsPerRow(cols)` ggml blocks (f16 scale then
- * 16 or 32 bytes), exactly as in GGUF; for F32 each row is `cols` floats.
+ * For the quantized types each row is ggml blocks exactly as in GGUF
+ * (`groupsPerRow(cols)` blocks of 18 or 34 bytes for Q4_0/Q8_0,
+ * `cols / blockElements(type)` for the others); for F32/F16/BF16 each row is
+ * `cols` values.
  *
  * @example
  * ```ts
@@ -242,6 +345,9 @@ export interface RowMatrix {
  */
 export function rowBytes(type: number, cols: number): number {
   if (type === TILE_TYPE.F32) return cols * 4;
+  if (type === TILE_TYPE.F16 || type === TILE_TYPE.BF16) return cols * 2;
+  const whole = WHOLE_BLOCKS[type];
+  if (whole !== undefined) return Math.ceil(cols / whole.elements) * whole.bytes;
   return groupsPerRow(cols) * (2 + groupDataBytes(type));
 }
 
@@ -293,14 +399,18 @@ export function encodeStripe(
       colOffset: c0,
       tileRows: stripeRows,
       tileCols: tc,
-      quantGroup: type === TILE_TYPE.F32 ? 0 : QUANT_GROUP,
+      quantGroup: tileQuantGroup(type),
     });
     pos += TILE_HEADER_BYTES;
-    if (type === TILE_TYPE.F32) {
+    if (isFloatType(type) || isWholeBlockType(type)) {
+      // Rows of values or of whole ggml blocks: the tile's columns are one
+      // contiguous byte range of each row.
+      const from = rowBytes(type, c0);
+      const n = rowBytes(type, tc);
       for (let r = 0; r < stripeRows; r++) {
-        const src = r * rb + c0 * 4;
-        out.set(rowsData.subarray(src, src + tc * 4), pos);
-        pos += tc * 4;
+        const src = r * rb + from;
+        out.set(rowsData.subarray(src, src + n), pos);
+        pos += n;
       }
       continue;
     }
@@ -348,10 +458,11 @@ export function decodeTilePayload(
   dstRowBytes: number,
   colByteOffset: number,
 ): void {
-  if (type === TILE_TYPE.F32) {
+  if (isFloatType(type) || isWholeBlockType(type)) {
+    const n = rowBytes(type, tileCols);
     for (let r = 0; r < tileRows; r++) {
-      const s = offset + r * tileCols * 4;
-      dst.set(src.subarray(s, s + tileCols * 4), r * dstRowBytes + colByteOffset);
+      const s = offset + r * n;
+      dst.set(src.subarray(s, s + n), r * dstRowBytes + colByteOffset);
     }
     return;
   }

@@ -11,6 +11,8 @@
 
 import {
   alignUp,
+  CFLOW_VERSION,
+  CFLOW_VERSION_MIN,
   encodeBlockDirectory,
   encodeGlobalHeader,
   encodeGroupTable,
@@ -19,18 +21,24 @@ import {
   type GroupDescriptor,
   type SectionDescriptor,
   STAGE,
+  VFLOW_VERSION,
+  VFLOW_VERSION_MIN,
 } from "./container.ts";
 import { crc32 } from "./crc32.ts";
 import { type FilePlan, moePrefix, planCflow, type PlannedBlock, planVflow } from "./layout.ts";
 import type { ModelWeights, WeightItem } from "./model_weights.ts";
 import {
+  blockElements,
   encodeStripe,
+  isWholeBlockType,
   matrixTileBytes,
+  maxTileType,
   NO_EXPERT,
   rowBytes,
   TILE_COLS,
   TILE_ROWS,
   tileBytes,
+  tileTypeName,
 } from "./tile.ts";
 
 /**
@@ -210,7 +218,12 @@ async function writeBlock(cur: Cursor, block: PlannedBlock): Promise<void> {
   await cur.padTo(block.end);
 }
 
-function checkModel(model: ModelWeights): void {
+/**
+ * Checks the model and returns the `.cflow` version it needs: 5 when every
+ * tile type is Q4_0, Q8_0 or F32, so such files stay readable by readers of
+ * version 5; 6 when any other tile type is used.
+ */
+function checkModel(model: ModelWeights): number {
   const g = model.geometry;
   if (model.layers.length !== g.layers) {
     throw new RangeError(`writer: ${model.layers.length} layers given, geometry says ${g.layers}`);
@@ -221,6 +234,7 @@ function checkModel(model: ModelWeights): void {
     all.push(l.moe.router, ...moePrefix(l.moe));
     for (const e of l.moe.experts) all.push(e.gate, e.up, e.down);
   }
+  let version = CFLOW_VERSION_MIN;
   if (!Number.isInteger(g.styleParam) || g.styleParam < 0 || g.styleParam > 255) {
     throw new RangeError(`writer: style_param ${g.styleParam} is not a byte`);
   }
@@ -239,7 +253,23 @@ function checkModel(model: ModelWeights): void {
     if (it.rows > 0xffffffff || it.cols > 0xffff * 2) {
       throw new RangeError(`writer: matrix ${it.matrixId} is too large`);
     }
+    const t = it.matrix?.type;
+    if (t !== undefined) {
+      if (tileTypeName(t) === undefined) {
+        throw new RangeError(`writer: matrix ${it.matrixId} has unknown tile type ${t}`);
+      }
+      if (isWholeBlockType(t) && it.cols % blockElements(t) !== 0) {
+        throw new RangeError(
+          `writer: matrix ${it.matrixId} has ${it.cols} columns, not a multiple of the ${
+            blockElements(t)
+          }-weight blocks of ${tileTypeName(t)}`,
+        );
+      }
+      if (t > maxTileType(CFLOW_VERSION_MIN)) version = CFLOW_VERSION;
+    }
   }
+  if (g.quantType > maxTileType(CFLOW_VERSION_MIN)) version = CFLOW_VERSION;
+  return version;
 }
 
 /**
@@ -258,16 +288,17 @@ export async function writeModel(
   sink: Sink,
   progress?: Progress,
 ): Promise<FilePlan> {
-  checkModel(model);
+  const version = checkModel(model);
   const plan = format === "cflow" ? planCflow(model) : planVflow(model);
   const cur = new Cursor(sink, progress, plan.size);
   const g = model.geometry;
   // Header and tables with placeholder CRCs; patched at the end.
   if (format === "cflow") {
-    await cur.write(encodeGlobalHeader(g, plan.sectionTableOffset));
+    await cur.write(encodeGlobalHeader(g, plan.sectionTableOffset, version));
   } else {
     await cur.write(
       encodeVFlowHeader({
+        version: version === CFLOW_VERSION ? VFLOW_VERSION : VFLOW_VERSION_MIN,
         hidden: g.hidden,
         layers: g.layers,
         heads: g.heads,

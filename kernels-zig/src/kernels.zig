@@ -180,10 +180,10 @@ const V16i32 = @Vector(16, i32);
 const V8i32 = @Vector(8, i32);
 const V16i16 = @Vector(16, i16);
 
-extern fn @"llvm.x86.avx512.vpdpbusd.512"(V16i32, V16i32, V16i32) V16i32;
-extern fn @"llvm.x86.avx512.vpdpbusd.256"(V8i32, V8i32, V8i32) V8i32;
-extern fn @"llvm.x86.avx2.pmadd.ub.sw"(@Vector(32, u8), @Vector(32, i8)) V16i16;
-extern fn @"llvm.x86.avx2.pmadd.wd"(V16i16, V16i16) V8i32;
+pub extern fn @"llvm.x86.avx512.vpdpbusd.512"(V16i32, V16i32, V16i32) V16i32;
+pub extern fn @"llvm.x86.avx512.vpdpbusd.256"(V8i32, V8i32, V8i32) V8i32;
+pub extern fn @"llvm.x86.avx2.pmadd.ub.sw"(@Vector(32, u8), @Vector(32, i8)) V16i16;
+pub extern fn @"llvm.x86.avx2.pmadd.wd"(V16i16, V16i16) V8i32;
 
 /// Two Q4_0 blocks against two Q8_0 blocks with VNNI. Lanes 0..7 hold
 /// partial sums of block a, lanes 8..15 those of block b.
@@ -277,12 +277,12 @@ inline fn lanesQ8_0x1Avx2(w: *const [32]i8, x: *const [32]i8) V8i32 {
     return @"llvm.x86.avx2.pmadd.wd"(w_lo, x_lo) + @"llvm.x86.avx2.pmadd.wd"(w_hi, x_hi);
 }
 
-extern fn @"llvm.aarch64.neon.sdot.v4i32.v16i8"(@Vector(4, i32), @Vector(16, i8), @Vector(16, i8)) @Vector(4, i32);
+pub extern fn @"llvm.aarch64.neon.sdot.v4i32.v16i8"(@Vector(4, i32), @Vector(16, i8), @Vector(16, i8)) @Vector(4, i32);
 
 /// Lane i = sum of w[4i + k] * x[4i + k], k < 4, exact: `sdot` on the
 /// dotprod variant; elsewhere i8 products widened to i16 (|p| <= 2^14) and
 /// summed in i32 pairs twice (`smull`, `saddlp`, `addp` on NEON).
-inline fn dot4(comptime N: usize, w: @Vector(4 * N, i8), x: @Vector(4 * N, i8)) @Vector(N, i32) {
+pub inline fn dot4(comptime N: usize, w: @Vector(4 * N, i8), x: @Vector(4 * N, i8)) @Vector(N, i32) {
     if (variant == .neon_dotprod) {
         comptime assert(N % 4 == 0);
         var out: @Vector(N, i32) = undefined;
@@ -640,7 +640,7 @@ fn correction(comptime q: packing.Quant) i32 {
     };
 }
 
-extern fn @"llvm.x86.avx2.psign.b"(@Vector(32, i8), @Vector(32, i8)) @Vector(32, i8);
+pub extern fn @"llvm.x86.avx2.psign.b"(@Vector(32, i8), @Vector(32, i8)) @Vector(32, i8);
 
 /// How a variant computes a 32-column group of panel rows: its dot-product
 /// primitive and how many of a panel's 16 rows one vector holds.

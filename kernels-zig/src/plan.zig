@@ -21,6 +21,7 @@ const abi = @import("abi.zig");
 const is_wasm = @import("builtin").cpu.arch == .wasm32;
 const memory = if (is_wasm) @import("memory_wasm.zig") else @import("memory.zig");
 const packing = @import("packing.zig");
+const blocks = @import("blocks.zig");
 const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 /// Plans' own small tables (ops, runs): libc's malloc natively, the wasm
 /// allocator in linear memory in the wasm32 build.
@@ -55,7 +56,9 @@ const qk = abi.qk;
 const ActRow = packing.ActRow;
 
 pub const op_words: usize = 16;
-pub const run_words: usize = 16;
+/// kind, region, offset (2 words), length (2), cols, n_members, rows[8],
+/// then for kind `tiles` the tile type of each member (8; zero past n_members).
+pub const run_words: usize = 24;
 pub const max_ops: usize = 1 << 16;
 pub const max_runs: usize = 1 << 14;
 pub const max_batch: u32 = 1024;
@@ -134,10 +137,16 @@ pub const Op = enum(u32) {
     _,
 };
 
-pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, _ };
+/// `tiles`: `.cflow` tiles whose members' types are given one by one (any
+/// tile type, docs/FORMAT.md); members are all quantized or all float.
+pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, _ };
 
 const Run = struct {
     kind: RunKind,
+    /// Tile type of each member (tile kinds; packed runs: Q4_0/Q8_0).
+    types: [packing.max_members]blocks.TileType,
+    /// Its input is ActRows (quantized types) rather than f32 rows.
+    quant: bool,
     handle: i32,
     base: [*]const u8,
     len: usize,
@@ -259,13 +268,15 @@ fn finite(bits: u32) Error!f32 {
 }
 
 fn checkRun(words: []const u32, out: *Run) Error!void {
-    if (words[0] < 1 or words[0] > 5) return error.InvalidArg;
+    if (words[0] < 1 or words[0] > 6) return error.InvalidArg;
     const kind: RunKind = @enumFromInt(words[0]);
     const cols = try dim(words[6]);
     const n_members = words[7];
     if (n_members == 0 or n_members > packing.max_members) return error.InvalidArg;
     out.* = .{
         .kind = kind,
+        .types = undefined,
+        .quant = kind != .tiles_f32,
         .handle = @bitCast(words[1]),
         .base = undefined,
         .len = word64(words[4], words[5]),
@@ -288,9 +299,33 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
     }
     // Tiles pad a row's last group to 32 (zero weights); panels need whole groups.
     if (cols % qk != 0 and (kind == .packed_q4_0 or kind == .packed_q8_0)) return error.InvalidArg;
+    for (0..packing.max_members) |m| {
+        const t: u32 = if (kind != .tiles) 0 else words[16 + m];
+        if (m >= n_members) {
+            if (t != 0) return error.InvalidArg;
+            out.types[m] = .f32;
+            continue;
+        }
+        out.types[m] = switch (kind) {
+            .tiles_q4_0, .packed_q4_0 => .q4_0,
+            .tiles_q8_0, .packed_q8_0 => .q8_0,
+            .tiles_f32 => .f32,
+            .tiles => if (t >= 1 and t <= blocks.max_tile_type) @enumFromInt(t) else return error.InvalidArg,
+            _ => return error.InvalidArg,
+        };
+        const ty = out.types[m];
+        // One input per run: every member quantized, or every one float.
+        if (blocks.isFloat(ty) == out.quant) {
+            if (m != 0) return error.InvalidArg;
+            out.quant = !blocks.isFloat(ty);
+        }
+        // ggml's rule: a row holds whole blocks (Q4_0/Q8_0 tiles pad instead).
+        if (blocks.asBlock(ty) != null and cols % blocks.blockElements(ty) != 0) return error.InvalidArg;
+    }
     const expected = switch (kind) {
         .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
         .tiles_f32 => f32Bytes(&out.layout),
+        .tiles => try tilesBytes(out),
         .packed_q4_0, .packed_q8_0 => out.layout.packedBytes(),
         _ => return error.InvalidArg,
     };
@@ -320,8 +355,58 @@ fn f32Bytes(l: *const packing.Run) usize {
     return total;
 }
 
-fn isQuant(kind: RunKind) bool {
-    return kind != .tiles_f32;
+/// Bytes of one tile of `t` (docs/FORMAT.md).
+fn tileBytesOf(t: blocks.TileType, tr: usize, tc: usize) usize {
+    return packing.tile_header_bytes + switch (t) {
+        .q4_0 => tr * packing.groupsOf(tc) * (2 + 16),
+        .q8_0 => tr * packing.groupsOf(tc) * (2 + 32),
+        else => tr * blocks.rowBytes(t, tc),
+    };
+}
+
+/// Bytes of one output stripe (its column tiles) of a member of type `t`.
+fn stripeBytesOf(t: blocks.TileType, tr: usize, cols: usize) usize {
+    const full = cols / packing.tile_cols;
+    const rest = cols - full * packing.tile_cols;
+    var total = full * tileBytesOf(t, tr, packing.tile_cols);
+    if (rest > 0) total += tileBytesOf(t, tr, rest);
+    return total;
+}
+
+/// Offset of member m's stripe s in a tiled run: stripe by stripe, members
+/// in order within a stripe; only a member's last stripe can be short. The
+/// sum is taken per member (O(members)), not stripe by stripe.
+fn stripeOffsetOf(r: *const Run, m: usize, s: usize) usize {
+    const l = &r.layout;
+    var pos: usize = 0;
+    for (0..l.n_members) |mi| {
+        const n = l.stripes(mi);
+        const before = @min(s, n);
+        if (before > 0) {
+            const last_rows = l.rows[mi] - (before - 1) * packing.tile_rows;
+            pos += (before - 1) * stripeBytesOf(r.types[mi], packing.tile_rows, l.cols);
+            pos += stripeBytesOf(r.types[mi], @min(packing.tile_rows, last_rows), l.cols);
+        }
+        if (mi < m and s < n) pos += stripeBytesOf(r.types[mi], @min(packing.tile_rows, l.rows[mi] - s * packing.tile_rows), l.cols);
+    }
+    return pos;
+}
+
+/// Bytes of a `tiles` run, overflow-checked (rows and cols are bounded by
+/// max_dim, so each stripe's size fits; the sum is checked).
+fn tilesBytes(r: *const Run) Error!usize {
+    var total: usize = 0;
+    for (0..r.layout.n_members) |m| {
+        const n = r.layout.stripes(m);
+        const last = r.layout.rows[m] - (n - 1) * packing.tile_rows;
+        total = try add(total, try mul(n - 1, stripeBytesOf(r.types[m], packing.tile_rows, r.layout.cols)));
+        total = try add(total, stripeBytesOf(r.types[m], last, r.layout.cols));
+    }
+    return total;
+}
+
+fn isQuant(r: *const Run) bool {
+    return r.quant;
 }
 
 /// The staging area a plan's operations name: pinned at the first one.
@@ -379,7 +464,7 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
         .matmul => {
             if (a[0] >= runs.len) return error.Range;
             const r = &runs[a[0]];
-            const in_bytes = if (isQuant(r.kind)) ActRow.bytes(packing.groupsOf(r.layout.cols)) else r.layout.cols * 4;
+            const in_bytes = if (isQuant(r)) ActRow.bytes(packing.groupsOf(r.layout.cols)) else r.layout.cols * 4;
             try c.buf(a[1], a[2], in_bytes);
             try c.buf(a[3], a[4], try mul(r.total_rows, 4));
         },
@@ -472,11 +557,11 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             for (0..n_exp) |e| {
                 const g = &runs[a[0] + e];
                 const d = &runs[a[1] + e];
-                if (g.kind != g0.kind or d.kind != g0.kind) return error.InvalidArg;
+                if (g.kind != g0.kind or d.kind != g0.kind or g.quant != g0.quant or d.quant != g0.quant) return error.InvalidArg;
                 if (g.layout.n_members != 2 or g.layout.cols != hidden or g.layout.rows[0] != effn or g.layout.rows[1] != effn) return error.InvalidArg;
                 if (d.layout.n_members != 1 or d.layout.cols != effn or d.layout.rows[0] != hidden) return error.InvalidArg;
             }
-            const quant = isQuant(g0.kind);
+            const quant = isQuant(g0);
             try c.buf(a[4], a[5], @as(usize, top_k) * 8);
             try c.buf(a[6], a[7], if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4);
             if (a[10] % 64 != 0 or a[9] % 64 != 0) return error.Alignment;
@@ -512,11 +597,11 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             if (try add(a[1], 2) > runs.len) return error.Range;
             const g = &runs[a[1]];
             const d = &runs[a[1] + 1];
-            if (g.layout.n_members != 2 or g.layout.rows[0] != g.layout.rows[1] or d.kind != g.kind) return error.InvalidArg;
+            if (g.layout.n_members != 2 or g.layout.rows[0] != g.layout.rows[1] or d.kind != g.kind or d.quant != g.quant) return error.InvalidArg;
             if (d.layout.n_members != 1 or d.layout.cols != g.layout.rows[0] or d.layout.rows[0] != g.layout.cols) return error.InvalidArg;
             if (g.kind == .packed_q4_0 or g.kind == .packed_q8_0) return error.InvalidArg;
             const hidden = g.layout.cols;
-            const quant = isQuant(g.kind);
+            const quant = isQuant(g);
             try c.buf(a[4], a[5], @as(usize, top_k) * 12);
             try c.buf(a[6], a[7], if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4);
             if (a[10] % 64 != 0 or a[9] % 64 != 0) return error.Alignment;
@@ -891,7 +976,7 @@ const Exec = struct {
         const n = members.len;
         const hidden = gr.layout.cols;
         const effn = gr.layout.rows[0];
-        const quant = isQuant(gr.kind);
+        const quant = isQuant(gr);
         const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
         const sl = MoeScratch.of(hidden, effn, quant);
         const ss: usize = b.scratch_stride;
@@ -1109,50 +1194,31 @@ const MatCtx = struct {
         const self: *const MatCtx = @ptrCast(@alignCast(raw));
         const r = self.r;
         const l = &r.layout;
-        const t_type: u32 = switch (r.kind) {
-            .tiles_q4_0 => 1,
-            .tiles_q8_0 => 2,
-            else => 3,
-        };
         const ng = packing.groupsOf(l.cols);
         for (begin..end) |s| {
             for (0..l.n_members) |m| {
                 if (s >= l.stripes(m)) continue;
-                const off = if (t_type == 3) f32StripeOffset(l, m, s) else l.stripeOffset(m, s);
+                const off = stripeOffsetOf(r, m, s);
                 const r0 = s * packing.tile_rows;
                 const tr: usize = @min(packing.tile_rows, l.rows[m] - r0);
-                for (0..self.n_tok) |t| {
-                    const xin = self.in + t * self.in_stride;
-                    const y = self.y + t * self.y_stride + r.row_off[m] + r0;
-                    if (t_type == 3) {
-                        self.ex.env.t.tile_stripe(3, r.base + off, tr, l.cols, @ptrFromInt(@alignOf(abi.BlockQ8_0)), 0, @ptrCast(@alignCast(xin)), l.cols, y);
-                    } else {
-                        self.ex.env.t.tile_stripe(t_type, r.base + off, tr, l.cols, @ptrCast(xin), ng, @ptrFromInt(@alignOf(f32)), 0, y);
-                    }
+                const t = r.types[m];
+                switch (t) {
+                    .q4_0, .q8_0, .f32 => for (0..self.n_tok) |tok| {
+                        const xin = self.in + tok * self.in_stride;
+                        const y = self.y + tok * self.y_stride + r.row_off[m] + r0;
+                        if (t == .f32) {
+                            self.ex.env.t.tile_stripe(3, r.base + off, tr, l.cols, @ptrFromInt(@alignOf(abi.BlockQ8_0)), 0, @ptrCast(@alignCast(xin)), l.cols, y);
+                        } else {
+                            self.ex.env.t.tile_stripe(@intFromEnum(t), r.base + off, tr, l.cols, @ptrCast(xin), ng, @ptrFromInt(@alignOf(f32)), 0, y);
+                        }
+                    },
+                    // The other types decode each weight once for all the tokens.
+                    else => self.ex.env.t.block_stripe(@intFromEnum(t), r.base + off, tr, l.cols, self.in, self.in_stride, self.n_tok, self.y + r.row_off[m] + r0, self.y_stride),
                 }
             }
         }
     }
 };
-
-fn f32StripeBytes(tr: usize, cols: usize) usize {
-    var total: usize = 0;
-    var c0: usize = 0;
-    while (c0 < cols) : (c0 += packing.tile_cols) total += packing.tile_header_bytes + tr * @as(usize, @min(packing.tile_cols, cols - c0)) * 4;
-    return total;
-}
-
-fn f32StripeOffset(l: *const packing.Run, m: usize, s: usize) usize {
-    var pos: usize = 0;
-    for (0..s + 1) |si| {
-        for (0..l.n_members) |mi| {
-            if (si >= l.stripes(mi)) continue;
-            if (si == s and mi == m) return pos;
-            pos += f32StripeBytes(@min(packing.tile_rows, l.rows[mi] - si * packing.tile_rows), l.cols);
-        }
-    }
-    unreachable;
-}
 
 /// A `gated` or `quantize` operation on one row split into slices of
 /// `slice` elements for the pool. Both are elementwise (quantize per group
@@ -1404,51 +1470,41 @@ const RowCtx = struct {
 /// Row `token` of member 0 of a run, dequantized.
 fn embedRow(r: *const Run, token: u32, out: []f32) void {
     const l = &r.layout;
-    switch (r.kind) {
-        .packed_q4_0, .packed_q8_0 => packing.unpackRow(l, r.base[0..r.len], 0, token, out),
-        .tiles_q4_0, .tiles_q8_0 => {
-            const s = token / packing.tile_rows;
-            const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
-            const local = token - s * packing.tile_rows;
-            const gb = packing.groupBytes(l.q);
-            var pos = l.stripeOffset(0, s);
-            var c0: usize = 0;
-            while (c0 < l.cols) : (c0 += packing.tile_cols) {
-                const tc: usize = @min(packing.tile_cols, l.cols - c0);
+    if (r.kind == .packed_q4_0 or r.kind == .packed_q8_0) return packing.unpackRow(l, r.base[0..r.len], 0, token, out);
+    assert(r.kind == .tiles_q4_0 or r.kind == .tiles_q8_0 or r.kind == .tiles_f32 or r.kind == .tiles);
+    const t = r.types[0];
+    const s = token / packing.tile_rows;
+    const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
+    const local = token - s * packing.tile_rows;
+    var pos = stripeOffsetOf(r, 0, s);
+    var c0: usize = 0;
+    while (c0 < l.cols) : (c0 += packing.tile_cols) {
+        const tc: usize = @min(packing.tile_cols, l.cols - c0);
+        const body = r.base + pos + packing.tile_header_bytes;
+        switch (t) {
+            .q4_0, .q8_0 => {
+                const gb: usize = if (t == .q8_0) 32 else 16;
                 const ng = packing.groupsOf(tc);
-                const scales = r.base + pos + packing.tile_header_bytes;
-                const data = scales + tr * ng * 2;
+                const data = body + tr * ng * 2;
                 for (0..ng) |g| {
-                    const sp = scales + (local * ng + g) * 2;
+                    const sp = body + (local * ng + g) * 2;
                     const d = abi.f16ToF32(@as(u16, sp[0]) | (@as(u16, sp[1]) << 8));
                     const wq = data + (local * ng + g) * gb;
                     for (0..qk) |j| {
                         const col = c0 + g * qk + j;
                         if (col >= l.cols) break;
-                        const v: i32 = if (l.q == .q8_0)
+                        const v: i32 = if (t == .q8_0)
                             @as(i8, @bitCast(wq[j]))
                         else
                             @as(i32, if (j < 16) wq[j] & 15 else wq[j - 16] >> 4) - 8;
                         out[col] = @as(f32, @floatFromInt(v)) * d;
                     }
                 }
-                pos += packing.tileBytes(l.q, tr, tc);
-            }
-        },
-        .tiles_f32 => {
-            const s = token / packing.tile_rows;
-            const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
-            const local = token - s * packing.tile_rows;
-            var pos = f32StripeOffset(l, 0, s);
-            var c0: usize = 0;
-            while (c0 < l.cols) : (c0 += packing.tile_cols) {
-                const tc: usize = @min(packing.tile_cols, l.cols - c0);
-                const body = r.base + pos + packing.tile_header_bytes + local * tc * 4;
-                for (0..tc) |j| out[c0 + j] = @bitCast(std.mem.readInt(u32, body[j * 4 ..][0..4], .little));
-                pos += packing.tile_header_bytes + tr * tc * 4;
-            }
-        },
-        _ => unreachable,
+            },
+            // ggml's dequantization of the row's blocks (or values) in this tile.
+            else => blocks.dequantizeRow(t, body + local * blocks.rowBytes(t, tc), tc, out[c0..][0..tc]),
+        }
+        pos += tileBytesOf(t, tr, tc);
     }
 }
 

@@ -21,6 +21,8 @@ pub const Table = struct {
     attention_group: *const fn (u32, [*]const f32, usize, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32) callconv(.c) void,
     f32_to_f16: *const fn ([*]const f32, [*]f16, usize) callconv(.c) void,
     packed_panels: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize, usize) callconv(.c) void,
+    /// Tile types 4..11 (blocks.zig): type, stripe, rows, cols, activations, their stride, tokens, y, y stride.
+    block_stripe: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize) callconv(.c) void,
 
     /// Binds the table to the symbols exported by one variant object.
     pub fn bind(comptime variant_name: []const u8) Table {

@@ -7,6 +7,8 @@
 const std = @import("std");
 const abi = @import("abi.zig");
 const k = @import("kernels.zig");
+const bk = @import("block_kernels.zig");
+const blocks = @import("blocks.zig");
 
 const assert = std.debug.assert;
 const prefix = "cfk_" ++ @tagName(k.variant) ++ "_";
@@ -101,6 +103,12 @@ fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const 
     k.packedPanels(@enumFromInt(q), w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows);
 }
 
+/// t: a tile type of blocks.zig from 4 (Q4_1) to 11 (BF16).
+fn blockStripe(t: u32, base: [*]const u8, tr: usize, cols: usize, act: [*]const u8, act_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize) callconv(.c) void {
+    assert(t >= 4 and t <= blocks.max_tile_type and tr >= 1 and n_tok >= 1);
+    bk.blockStripe(@enumFromInt(t), base, tr, cols, act, act_stride, n_tok, y, y_stride);
+}
+
 comptime {
     // Every field of the dispatch table is exported under the variant's prefix.
     const impls = .{
@@ -120,6 +128,7 @@ comptime {
         .packed_panels = &packedPanels,
         .f32_to_f16 = &f32ToF16,
         .attention_group = &attentionGroup,
+        .block_stripe = &blockStripe,
     };
     for (std.meta.fields(Table)) |field| {
         const f: field.type = @field(impls, field.name);
@@ -129,4 +138,6 @@ comptime {
 
 test {
     _ = k;
+    _ = bk;
+    _ = blocks;
 }
