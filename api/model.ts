@@ -32,7 +32,10 @@ import type { Tokenizer } from "../tokenizer/mod.ts";
 export interface LoadModelOptions extends TransformerOptions {
   /** Weight type a GGUF or Hugging Face checkpoint is converted to (default q4_0). */
   quant?: TargetQuant;
-  /** Folder of converted models (default `CFLOW_CACHE`, else the user cache). */
+  /**
+   * Folder of converted models (default: `converted/` of the user-level cache, `CFLOW_CACHE`,
+   * else `$XDG_CACHE_HOME/cflow`, else `~/.cache/cflow`).
+   */
   cache?: string;
   /** Worker threads (default: one per physical core). */
   threads?: number;

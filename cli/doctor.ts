@@ -2,7 +2,7 @@
  * `cflow doctor`: what cflow runs on. Deno and Zig versions, CPU features,
  * the kernel variants this CPU supports and the active one, the backend
  * (the native library over FFI, or its WebAssembly build) and its path,
- * threads, and the permissions the process holds.
+ * threads, the cache folder, and the permissions the process holds.
  *
  * @module
  */
@@ -17,6 +17,7 @@ import {
   VARIANTS,
 } from "../ffi/mod.ts";
 import { VERSION } from "../version.ts";
+import { cacheRoot } from "../runtime/cache_paths.ts";
 
 /**
  * Everything `cflow doctor` reports.
@@ -47,6 +48,11 @@ export interface DoctorReport {
     panels: { default: boolean; kernel: string };
   };
   threads: { count: number; source: string };
+  /**
+   * The user-level cache (models/, converted/): its folder, or null and why it cannot be used
+   * (a relative CFLOW_CACHE, XDG_CACHE_HOME or HOME).
+   */
+  cache: { dir: string | null; error?: string };
   /** FFI as granted: "not used" with the WebAssembly kernels under a scoped or no grant. */
   permissions: { ffi: "unscoped" | "kernel library only" | "not used" };
 }
@@ -99,6 +105,7 @@ export function diagnose(options: KernelOptions): DoctorReport {
       panels: { default: panelsByDefault(k.variant), kernel: PANEL_KERNELS[k.variant] },
     },
     threads: { count: k.threads, source: threadSource },
+    cache: cacheReport(),
     permissions: {
       ffi: Deno.permissions.querySync({ name: "ffi" }).state === "granted"
         ? "unscoped"
@@ -107,6 +114,14 @@ export function diagnose(options: KernelOptions): DoctorReport {
         : "not used",
     },
   };
+}
+
+function cacheReport(): DoctorReport["cache"] {
+  try {
+    return { dir: cacheRoot() };
+  } catch (error) {
+    return { dir: null, error: error instanceof Error ? error.message : String(error) };
+  }
 }
 
 /**
@@ -142,6 +157,7 @@ export function formatReport(r: DoctorReport): string {
     }`,
     `library     ${r.kernels.library}`,
     `threads     ${r.threads.count} (${r.threads.source})`,
+    `cache       ${r.cache.dir ?? `unusable: ${r.cache.error}`}`,
     `ffi         ${r.permissions.ffi}`,
   ];
   if (r.kernels.disabledFeatures.length > 0) {

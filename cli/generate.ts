@@ -19,6 +19,7 @@ import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { progressBar } from "./progress.ts";
 import { EXIT } from "./exit_codes.ts";
+import { modelArgument } from "./paths.ts";
 
 /** A command-line mistake (exit status 2, `EXIT.USAGE`). */
 export class UsageError extends Error {
@@ -54,12 +55,12 @@ export interface Session {
 }
 
 /**
- * Resolves a model for the model commands: converts a GGUF file or HF
- * folder into the cache on first use, with a progress bar when stderr is a
- * terminal.
+ * Resolves a model for the model commands: a pull alias names the model
+ * pulled into the user cache; a GGUF file or HF folder is converted into
+ * the cache on first use, with a progress bar when stderr is a terminal.
  */
 export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): Promise<string> {
-  return await resolveModel(args.model, {
+  return await resolveModel(modelArgument(args.model), {
     quant: args.quant,
     progress: progressBar({ label: "converting" }),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),

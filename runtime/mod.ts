@@ -1,6 +1,6 @@
 /**
  * Running a model for users: the generation loop with its statistics,
- * llama.cpp-style perplexity, and the cache of converted models.
+ * llama.cpp-style perplexity, and the user-level cache of models and conversions.
  *
  * ```ts ignore
  * import { fnv1a64, generate } from "./mod.ts";
@@ -21,6 +21,8 @@ export type {
   GenerationTokenizer,
 } from "./generate.ts";
 export { cacheDir, resolveModel } from "./model_store.ts";
+export { CacheDirError, cacheRoot, convertedDir, modelsDir } from "./cache_paths.ts";
+export type { EnvReader } from "./cache_paths.ts";
 export { BUILTIN_MODELS } from "./builtin.ts";
 export { openModel } from "./open_model.ts";
 export type { OpenedModel } from "./open_model.ts";

@@ -8,25 +8,23 @@
  */
 
 import { convertFile, type TargetQuant } from "../convert/mod.ts";
-import { readEnv } from "../ffi/mod.ts";
 import type { Progress } from "../formats/cflow/mod.ts";
 import { resolveBuiltin } from "./builtin.ts";
+import { convertedDir } from "./cache_paths.ts";
 
 /**
- * The cache folder: `CFLOW_CACHE`, else `$HOME/.cache/cflow`.
+ * The folder conversions go into: `converted/` of the user-level cache
+ * (`CFLOW_CACHE`, else `$XDG_CACHE_HOME/cflow`, else `$HOME/.cache/cflow`;
+ * see `cache_paths.ts`). Throws a `CacheDirError` for a relative path.
  *
  * @example
  * ```ts ignore
  * import { cacheDir } from "./model_store.ts";
- * console.log(cacheDir());
+ * console.log(cacheDir()); // e.g. "/home/ada/.cache/cflow/converted"
  * ```
  */
 export function cacheDir(): string {
-  const explicit = readEnv("CFLOW_CACHE");
-  if (explicit !== undefined) return explicit;
-  const home = readEnv("HOME");
-  if (home === undefined) throw new Error("model store: set CFLOW_CACHE (HOME is not available)");
-  return `${home}/.cache/cflow`;
+  return convertedDir();
 }
 
 async function sniff(path: string): Promise<"tiled" | "gguf" | "hf"> {

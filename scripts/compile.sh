@@ -16,7 +16,9 @@
 #   --allow-ffi    unscoped: the embedded library is extracted at run time
 #                  to a temporary path that is not known when compiling
 #   --allow-read   models and inputs anywhere
-#   --allow-write  the model cache and convert's outputs anywhere
+#   --allow-write  the user-level model cache (CFLOW_CACHE, else
+#                  $XDG_CACHE_HOME/cflow, else ~/.cache/cflow: known only at
+#                  run time, so not scoped) and convert's outputs anywhere
 #   --allow-env    the variables cflow reads, nothing else
 #   --allow-net    serve's address and pull's hosts
 # Not granted: --allow-run, --allow-sys (beyond OS release, CPU count and available memory), --allow-import.
@@ -64,7 +66,7 @@ cp -r "$ROOT/models/builtin" "$STAGE/src/models/builtin"
 
 cd "$STAGE/src"
 ENVS="CFLOW_KERNELS,CFLOW_THREADS,CFLOW_KERNEL_VARIANT,CFLOW_CPU_DISABLE,CFLOW_CACHE,CFLOW_OFFLINE"
-ENVS="$ENVS,HOME,NO_COLOR,HF_TOKEN,HUGGING_FACE_HUB_TOKEN,HF_ENDPOINT,HF_HUB_OFFLINE"
+ENVS="$ENVS,XDG_CACHE_HOME,HOME,NO_COLOR,HF_TOKEN,HUGGING_FACE_HUB_TOKEN,HF_ENDPOINT,HF_HUB_OFFLINE"
 DENORT_BIN="$DENORT_BIN" "$DENO" compile --quiet --no-prompt \
   --include "$LIB_REL" \
   --include models/builtin \

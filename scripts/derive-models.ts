@@ -14,8 +14,11 @@
  *                  conversion re-tiles every matrix losslessly and both engines run the same
  *                  weights (bench/vs_llama.ts).
  *
- * The output is written to a temporary file in the same folder, checked against the sha256
- * pinned below, then renamed into place; a mismatch removes it and fails. When the output
+ * `cache/models/` is the checkout's link to `models/` of the user-level model cache, which
+ * `scripts/fetch-models.sh` makes, so a derived model is made once for every checkout.
+ *
+ * The output is written to a temporary file in the same folder, fsynced, checked against the
+ * sha256 pinned below, then renamed into place; a mismatch removes it and fails. When the output
  * already exists with the pinned hash nothing is done. Prints the path of each model.
  *
  * Usage: ./dev run --allow-read --allow-write --allow-ffi --allow-env \
@@ -137,7 +140,12 @@ async function derive(name: string): Promise<string> {
   const got = await sha256(bytes);
   const tmp = `${out}.tmp-${Deno.pid}`;
   try {
-    await Deno.writeFile(tmp, bytes, { mode: 0o644 });
+    {
+      using file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+      let at = 0;
+      while (at < bytes.length) at += await file.write(bytes.subarray(at));
+      await file.sync();
+    }
     // Re-read what reached the disk, so the pinned hash vouches for the file, not the buffer.
     const written = await fileSha256(tmp);
     if (got !== d.sha256 || written !== d.sha256) {

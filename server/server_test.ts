@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "npm:openai@4.104.0";
 import { post, present, withServer } from "./_test_server.ts";
+import { TEST_CACHE_ENV } from "../tests/util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -362,6 +363,7 @@ Deno.test({
         CFLOW_THREADS: "",
         CFLOW_KERNEL_VARIANT: "",
         CFLOW_CPU_DISABLE: "",
+        ...TEST_CACHE_ENV,
       },
       stdout: "piped",
       stderr: "piped",

@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { EXIT } from "../cli/exit_codes.ts";
+import { SMOLLM2_GGUF, TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const CFLOW = `${ROOT}cflow`;
@@ -11,7 +12,7 @@ const CFLOW = `${ROOT}cflow`;
 async function cflow(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(CFLOW, {
     args,
-    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", NO_COLOR: "1" },
+    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", NO_COLOR: "1", ...TEST_CACHE_ENV },
     stdin: "null",
   }).output();
   const d = new TextDecoder();
@@ -126,7 +127,7 @@ Deno.test("analyze: bad flags are usage errors that say what is wrong", async ()
   assert.match(gqa.stderr, /multiple of --kv-heads/);
 });
 
-const SMOLLM2 = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
+const SMOLLM2 = SMOLLM2_GGUF;
 
 Deno.test({
   name: "analyze takes a GGUF (converted through the cache) and says what the report is",
@@ -153,8 +154,10 @@ Deno.test({
         /the critical-path bandwidth model of the report \(eq\. 4\.23\): "Pipeline-Native/,
       );
       assert.match(stdout, /^ {2}0-29 /m); // SmolLM2's 30 layers, one row
-      // The conversion went into the cache, once.
-      const made = [...Deno.readDirSync(cache)].filter((e) => e.name.endsWith(".cflow"));
+      // The conversion went into the cache's converted/, once.
+      const made = [...Deno.readDirSync(`${cache}/converted`)].filter((e) =>
+        e.name.endsWith(".cflow")
+      );
       assert.equal(made.length, 1);
     } finally {
       await Deno.remove(cache, { recursive: true });

@@ -14,6 +14,7 @@ import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { type TracePosition, Transformer } from "../model/mod.ts";
 import { BUILTIN_MODELS } from "../runtime/mod.ts";
+import { TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -119,7 +120,7 @@ Deno.test({
         "0",
         "--json",
       ],
-      env: { CFLOW_OFFLINE: "1" },
+      env: { CFLOW_OFFLINE: "1", ...TEST_CACHE_ENV },
     }).output();
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     const r = JSON.parse(new TextDecoder().decode(out.stdout));

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { commandOptions, COMMANDS, OPTIONS } from "../cli/commands.ts";
 import { EXIT, EXIT_CODES_HELP } from "../cli/exit_codes.ts";
+import { MODELS_DIR, SMOLLM2_GGUF, TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const CFLOW = `${ROOT}cflow`;
@@ -15,6 +16,7 @@ const CLEAN = {
   CFLOW_THREADS: "",
   CFLOW_KERNEL_VARIANT: "",
   CFLOW_CPU_DISABLE: "",
+  ...TEST_CACHE_ENV,
 };
 
 interface Run {
@@ -51,8 +53,8 @@ async function onTerminal(args: string, env: Record<string, string> = {}): Promi
 
 const haveScript = await have("script");
 const ESC = "\x1b[";
-const SMOLLM2 = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
-const RANDOM_1B = `${ROOT}cache/models/random-llama-3.2-1b-geometry-s1.Q4_0.gguf`;
+const SMOLLM2 = SMOLLM2_GGUF;
+const RANDOM_1B = `${MODELS_DIR}/random-llama-3.2-1b-geometry-s1.Q4_0.gguf`;
 const exists = (p: string) => {
   try {
     return Deno.statSync(p).isFile;
@@ -208,7 +210,7 @@ Deno.test({
 
 Deno.test({
   name: "generate exits 130 on Ctrl-C, after printing the text and the stats",
-  ignore: !exists(`${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`),
+  ignore: !exists(SMOLLM2),
   async fn() {
     const child = new Deno.Command(CFLOW, {
       args: ["generate", "--prompt", "Once upon a time", "--max-tokens", "4000", "--ctx", "4096"],

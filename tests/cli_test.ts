@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import denoJson from "../deno.json" with { type: "json" };
 import { VERSION } from "../version.ts";
+import { TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const CFLOW = `${ROOT}cflow`;
@@ -22,6 +23,7 @@ async function cflow(args: string[], env: Record<string, string> = {}): Promise<
     CFLOW_KERNEL_VARIANT: "",
     CFLOW_CPU_DISABLE: "",
     NO_COLOR: "1",
+    ...TEST_CACHE_ENV,
   };
   const out = await new Deno.Command(CFLOW, {
     args,

@@ -7,9 +7,10 @@
  * it, the script's refusal is tested.
  */
 import assert from "node:assert/strict";
+import { SMOLLM2_GGUF } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
-const GGUF = `${ROOT}/cache/models/smollm2-135m-instruct.Q4_1.gguf`;
+const GGUF = SMOLLM2_GGUF;
 
 function env(name: string): string | undefined {
   return Deno.permissions.querySync({ name: "env", variable: name }).state === "granted"
@@ -64,24 +65,31 @@ Deno.test({
       assert.equal(built.code, 0, built.stderr);
       const home = `${dir}/home`;
       await Deno.mkdir(home);
-      const version = await run(bin, ["--version"], { HOME: home });
+      // The cache comes from HOME alone here (neither variable of the caller's environment).
+      const userCache = { HOME: home, CFLOW_CACHE: "", XDG_CACHE_HOME: "" };
+      const version = await run(bin, ["--version"], userCache);
       assert.equal(version.code, 0, version.stderr);
       assert.match(version.stdout, /^cflow \d+\.\d+\.\d+/);
-      const doctor = await run(bin, ["doctor", "--json"], { HOME: home });
+      const doctor = await run(bin, ["doctor", "--json"], userCache);
       assert.equal(doctor.code, 0, doctor.stderr);
       assert.ok(typeof JSON.parse(doctor.stdout).kernels.variant === "string", doctor.stdout);
+      assert.equal(JSON.parse(doctor.stdout).cache.dir, `${home}/.cache/cflow`);
       // The same greedy generation through the executable and through the launcher.
       const args = ["--prompt", "The three primary colors are", "--max-tokens", "16"];
       const gen = ["generate", "--model", GGUF, ...args, "--temperature", "0", "--json"];
-      const a = await run(bin, gen, { HOME: home, CFLOW_CACHE: `${dir}/cache` });
+      const a = await run(bin, gen, userCache);
       assert.equal(a.code, 0, a.stderr);
+      // converted once into the user-level cache under HOME
+      const converted = [...Deno.readDirSync(`${home}/.cache/cflow/converted`)];
+      assert.equal(converted.filter((e) => e.name.endsWith(".cflow")).length, 1);
       const b = await run(`${ROOT}/cflow`, gen, { CFLOW_CACHE: `${dir}/cache2` });
       assert.equal(b.code, 0, b.stderr);
       assert.equal(JSON.parse(a.stdout).hash, JSON.parse(b.stdout).hash);
       // No model given and none pulled: a hint, not a crash.
-      const none = await run(bin, ["generate", ...args], { HOME: home });
+      const none = await run(bin, ["generate", ...args], userCache);
       assert.equal(none.code, 2, none.stderr);
       assert.match(none.stderr, /cflow pull smollm2/);
+      assert.ok(none.stderr.includes(`${home}/.cache/cflow/models/`), none.stderr);
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

@@ -1,12 +1,13 @@
 /**
  * `./cflow convert` and `./cflow inspect` as a user runs them, on the real
- * SmolLM2-135M-Instruct GGUF (fetched by scripts/fetch-models.sh into
- * cache/models/) and on hostile files.
+ * SmolLM2-135M-Instruct GGUF (fetched by scripts/fetch-models.sh into the
+ * user cache, reached through the checkout's cache/models/ link) and on hostile files.
  */
 import assert from "node:assert/strict";
+import { SMOLLM2_GGUF, TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const SMOLLM2 = `${ROOT}cache/models/smollm2-135m-instruct.Q4_1.gguf`;
+const SMOLLM2 = SMOLLM2_GGUF;
 const haveModel = (() => {
   try {
     return Deno.statSync(SMOLLM2).isFile;
@@ -18,7 +19,13 @@ const haveModel = (() => {
 async function cflow(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(`${ROOT}cflow`, {
     args,
-    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", CFLOW_KERNEL_VARIANT: "", CFLOW_CPU_DISABLE: "" },
+    env: {
+      CFLOW_KERNELS: "",
+      CFLOW_THREADS: "",
+      CFLOW_KERNEL_VARIANT: "",
+      CFLOW_CPU_DISABLE: "",
+      ...TEST_CACHE_ENV,
+    },
     stdin: "null",
   }).output();
   const d = new TextDecoder();

@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { fnv1a64 } from "../runtime/mod.ts";
+import { MODELS_DIR, TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -13,7 +14,13 @@ async function cflow(
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const child = new Deno.Command(`${ROOT}cflow`, {
     args,
-    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", CFLOW_KERNEL_VARIANT: "", CFLOW_CPU_DISABLE: "" },
+    env: {
+      CFLOW_KERNELS: "",
+      CFLOW_THREADS: "",
+      CFLOW_KERNEL_VARIANT: "",
+      CFLOW_CPU_DISABLE: "",
+      ...TEST_CACHE_ENV,
+    },
     stdin: stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
@@ -183,7 +190,7 @@ Deno.test("bad options are usage errors", async () => {
   assert.match(r.stderr, /--top-p: 2 is not in/);
 });
 
-const GEMMA = `${ROOT}cache/models/gemma-3-270m-q4_k_m.gguf`;
+const GEMMA = `${MODELS_DIR}/gemma-3-270m-q4_k_m.gguf`;
 const haveGemma = (() => {
   try {
     return Deno.statSync(GEMMA).isFile;
@@ -313,7 +320,13 @@ Deno.test("chat: /clear starts the conversation over, /bye ends it", async () =>
 Deno.test("a reader that closes stdout early (| head) ends generate quietly with 141", async () => {
   const child = new Deno.Command(`${ROOT}cflow`, {
     args: ["generate", "--prompt", "Once upon a time", "--max-tokens", "200", "--temperature", "0"],
-    env: { CFLOW_KERNELS: "", CFLOW_THREADS: "", CFLOW_KERNEL_VARIANT: "", CFLOW_CPU_DISABLE: "" },
+    env: {
+      CFLOW_KERNELS: "",
+      CFLOW_THREADS: "",
+      CFLOW_KERNEL_VARIANT: "",
+      CFLOW_CPU_DISABLE: "",
+      ...TEST_CACHE_ENV,
+    },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
