@@ -69,6 +69,7 @@ export {
   actRowBytes,
   MAX_PLAN_BATCH,
   moeScratchBytes,
+  packableQuant,
   packedBytes,
   packRun,
   Plan,

@@ -41,6 +41,8 @@ export const RUN_KIND = {
   PACKED_Q8_0: 5,
   /** Tiles whose members each have their own tile type ({@link WeightRun.types}). */
   TILES: 6,
+  /** Q4_1 panels: the Q4_0 record with 16 f16 mins after the scales (docs/KERNELS.md). */
+  PACKED_Q4_1: 7,
 } as const;
 
 /** One of {@link RUN_KIND}'s values. */
@@ -112,7 +114,8 @@ export function actRowBytes(cols: number): number {
 
 /**
  * Bytes of a run packed into 16-row panels: each member padded to whole
- * panels, 288 (Q4_0) or 544 (Q8_0) bytes per panel and group of 32 columns.
+ * panels, 288 (Q4_0), 320 (Q4_1) or 544 (Q8_0) bytes per panel and group of
+ * 32 columns.
  *
  * @example
  * ```ts
@@ -120,8 +123,12 @@ export function actRowBytes(cols: number): number {
  * console.log(packedBytes("q8_0", 64, [16])); // 1088
  * ```
  */
-export function packedBytes(quant: "q4_0" | "q8_0", cols: number, rows: readonly number[]): number {
-  const record = quant === "q4_0" ? 288 : 544;
+export function packedBytes(
+  quant: "q4_0" | "q8_0" | "q4_1",
+  cols: number,
+  rows: readonly number[],
+): number {
+  const record = quant === "q4_0" ? 288 : quant === "q4_1" ? 320 : 544;
   const groups = Math.ceil(cols / 32);
   let panels = 0;
   for (const r of rows) panels += Math.ceil(r / 16);
@@ -195,7 +202,27 @@ export function moeScratchBytes(hidden: number, expertFfn: number, quantized: bo
 }
 
 /**
- * Packs a tiled Q4_0/Q8_0 run into 16-row panels at `dstOffset` of `dst`
+ * The panel type a tiled run packs into: Q4_0 and Q8_0 runs, and runs whose
+ * members are all Q4_1 (tile type 4); undefined for the others, which stay
+ * in tiles.
+ *
+ * @example
+ * ```ts ignore
+ * import { packableQuant, RUN_KIND } from "./plan.ts";
+ * console.log(packableQuant({ ...run, kind: RUN_KIND.TILES, types: [4, 4] })); // "q4_1"
+ * ```
+ */
+export function packableQuant(r: WeightRun): "q4_0" | "q8_0" | "q4_1" | undefined {
+  if (r.kind === RUN_KIND.TILES_Q4_0) return "q4_0";
+  if (r.kind === RUN_KIND.TILES_Q8_0) return "q8_0";
+  if (r.kind === RUN_KIND.TILES && r.types !== undefined && r.types.every((t) => t === 4)) {
+    return "q4_1";
+  }
+  return undefined;
+}
+
+/**
+ * Packs a tiled Q4_0, Q8_0 or Q4_1 run into 16-row panels at `dstOffset` of `dst`
  * and returns the packed run. With `evictSource`, the source pages are
  * dropped (MADV_DONTNEED) as they are packed, so that packing a large
  * matrix never holds both copies.
@@ -213,12 +240,8 @@ export function packRun(
   dstOffset: number,
   options: { evictSource?: boolean } = {},
 ): WeightRun {
-  const quant = src.kind === RUN_KIND.TILES_Q4_0
-    ? "q4_0"
-    : src.kind === RUN_KIND.TILES_Q8_0
-    ? "q8_0"
-    : undefined;
-  if (quant === undefined) throw new RangeError("packRun: only Q4_0 and Q8_0 tiles pack");
+  const quant = packableQuant(src);
+  if (quant === undefined) throw new RangeError("packRun: only Q4_0, Q8_0 and Q4_1 tiles pack");
   const length = packedBytes(quant, src.cols, src.rows);
   if (!Number.isSafeInteger(dstOffset) || dstOffset < 0 || dstOffset + length > dst.size) {
     throw new RangeError(`packRun: [${dstOffset}, +${length}) does not fit ${dst.size} bytes`);
@@ -233,7 +256,11 @@ export function packRun(
   );
   if (rc !== STATUS.OK) throw new KernelError("cf_pack", rc);
   return {
-    kind: quant === "q4_0" ? RUN_KIND.PACKED_Q4_0 : RUN_KIND.PACKED_Q8_0,
+    kind: quant === "q4_0"
+      ? RUN_KIND.PACKED_Q4_0
+      : quant === "q4_1"
+      ? RUN_KIND.PACKED_Q4_1
+      : RUN_KIND.PACKED_Q8_0,
     region: dst,
     offset: dstOffset,
     length,

@@ -16,6 +16,7 @@ import {
   type MemoryRegion,
   moeScratchBytes,
   openKernels,
+  packableQuant,
   packedBytes,
   packRun,
   panelsByDefault,
@@ -1160,7 +1161,7 @@ export class Transformer {
   }
 
   /**
-   * Packs every Q4_0/Q8_0 run into one allocation of 16-row panels, then
+   * Packs every Q4_0/Q8_0/Q4_1 run into one allocation of 16-row panels, then
    * (when `evict`) drops the file pages it came from.
    */
   #pack(
@@ -1181,12 +1182,10 @@ export class Transformer {
     // Panels hold whole groups of 32 columns; a run with a partial last
     // group (a 48-wide shared expert) stays in tiles.
     const todo = [...all.values()].filter((r) =>
-      (r.kind === RUN_KIND.TILES_Q4_0 || r.kind === RUN_KIND.TILES_Q8_0) && r.cols % 32 === 0
+      packableQuant(r) !== undefined && r.cols % 32 === 0
     );
     if (todo.length === 0) return;
-    const sizes = todo.map((r) =>
-      packedBytes(r.kind === RUN_KIND.TILES_Q4_0 ? "q4_0" : "q8_0", r.cols, r.rows)
-    );
+    const sizes = todo.map((r) => packedBytes(packableQuant(r)!, r.cols, r.rows));
     const total = sizes.reduce((a, n) => a + Math.ceil(n / 64) * 64, 0);
     // 2 MiB aligned and advised: transparent huge pages spare the TLB a miss
     // every 4 KiB of the stream (where the kernel does not allow them, the

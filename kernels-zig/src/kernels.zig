@@ -637,6 +637,8 @@ fn correction(comptime q: packing.Quant) i32 {
     return switch (q) {
         .q4_0 => 8,
         .q8_0 => 128,
+        // Q4_1's nibbles are its quants; its min term is added apart.
+        .q4_1 => 0,
     };
 }
 
@@ -705,13 +707,15 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         /// The NEON primitives multiply signed by signed: Q8_0 weights get
         /// their sign back in `prepare` and need no correction.
         const signed_weights = prim == .sdot128 or prim == .smull128;
+        /// Q4_0 and Q4_1 records hold ggml's nibble bytes.
+        const nibbles = q != .q8_0;
         pub const VB = @Vector(rows * 4, u8);
         const VI = @Vector(rows, i32);
         const VX = @Vector(rows * 4, i8);
         pub const W = struct { a: VB, b: VB };
         pub const Acc = switch (prim) {
             .vnni512, .vnni256, .sdot128, .smull128 => [2]VI,
-            .maddubs256 => if (q == .q4_0) V16i16 else V8i32,
+            .maddubs256 => if (nibbles) V16i16 else V8i32,
         };
 
         pub inline fn zero() Acc {
@@ -722,7 +726,7 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         }
 
         pub inline fn prepare(wv: VB) W {
-            if (q == .q4_0) {
+            if (nibbles) {
                 return .{ .a = wv & @as(VB, @splat(0x0f)), .b = wv >> @as(@Vector(rows * 4, u3), @splat(4)) };
             }
             if (prim == .maddubs256) {
@@ -756,13 +760,13 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         /// of the group whose activation quants start at qs.
         pub inline fn step(acc: *Acc, w: W, comptime c: usize, qs: [*]const u8) void {
             switch (prim) {
-                .vnni512, .vnni256, .sdot128, .smull128 => if (q == .q4_0) {
+                .vnni512, .vnni256, .sdot128, .smull128 => if (nibbles) {
                     acc[0] = vnni(acc[0], w.a, broadcast(qs + 4 * c));
                     acc[1] = vnni(acc[1], w.b, broadcast(qs + 16 + 4 * c));
                 } else {
                     acc[c % 2] = vnni(acc[c % 2], w.a, broadcast(qs + 4 * c));
                 },
-                .maddubs256 => if (q == .q4_0) {
+                .maddubs256 => if (nibbles) {
                     const lo = @"llvm.x86.avx2.pmadd.ub.sw"(w.a, broadcast(qs + 4 * c));
                     const hi = @"llvm.x86.avx2.pmadd.ub.sw"(w.b, broadcast(qs + 16 + 4 * c));
                     acc.* += lo + hi;
@@ -777,12 +781,12 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         pub inline fn finish(acc: Acc, sum_x: i32) VI {
             return switch (prim) {
                 .vnni512, .vnni256 => acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q))),
-                .sdot128, .smull128 => if (q == .q4_0)
+                .sdot128, .smull128 => if (nibbles)
                     acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q)))
                 else
                     acc[0] + acc[1],
-                .maddubs256 => if (q == .q4_0)
-                    @"llvm.x86.avx2.pmadd.wd"(acc, @splat(1)) - @as(VI, @splat(sum_x * 8))
+                .maddubs256 => if (nibbles)
+                    @"llvm.x86.avx2.pmadd.wd"(acc, @splat(1)) - @as(VI, @splat(sum_x * correction(q)))
                 else
                     acc,
             };
@@ -801,7 +805,8 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
     const VF = @Vector(R, f32);
     const rec = comptime packing.recordBytes(q);
     const n_chunks = comptime packing.groupBytes(q) / 4;
-    comptime assert(R * H == packing.panel_rows and n_chunks * 64 + packing.scale_bytes == rec);
+    const head = comptime packing.headBytes(q);
+    comptime assert(R * H == packing.panel_rows and n_chunks * 64 + head == rec);
     const so = ActRow.scalesOffset(ng);
     const su = ActRow.sumsOffset(ng);
     // One token streams each panel from memory: both halves of a record in
@@ -826,15 +831,22 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
                 var part: [NT]D.Acc = undefined;
                 inline for (0..NT) |j| part[j] = D.zero();
                 inline for (0..n_chunks) |c| {
-                    const wv: D.VB = r[packing.scale_bytes + c * 64 + h * R * 4 ..][0 .. R * 4].*;
+                    const wv: D.VB = r[head + c * 64 + h * R * 4 ..][0 .. R * 4].*;
                     const pw = D.prepare(wv);
                     inline for (0..NT) |j| D.step(&part[j], pw, c, x + j * x_stride + g * abi.q8_0_block_bytes + 2);
                 }
                 inline for (0..NT) |j| {
                     const xr = x + j * x_stride;
                     const tot: VF = @floatFromInt(D.finish(part[j], readI32(xr + su + g * 4)));
-                    const s = ws * @as(VF, @splat(readF32(xr + so + g * 4)));
+                    const dx = readF32(xr + so + g * 4);
+                    const s = ws * @as(VF, @splat(dx));
                     acc[j][hi] = @mulAdd(VF, tot, s, acc[j][hi]);
+                    if (q == .q4_1) {
+                        // + m d_x sum(x): the min of each row times the group's activations.
+                        const mn: @Vector(R, f16) = @bitCast(r[packing.scale_bytes + h * R * 2 ..][0 .. R * 2].*);
+                        const sx: f32 = @floatFromInt(readI32(xr + su + g * 4));
+                        acc[j][hi] = @mulAdd(VF, @floatCast(mn), @splat(dx * sx), acc[j][hi]);
+                    }
                 }
             }
         }
@@ -860,8 +872,8 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
             var sum: i32 = 0;
             for (0..packing.groupBytes(q) / 4) |c| {
                 for (0..4) |b| {
-                    const wb: i32 = r[packing.scale_bytes + c * 64 + lane * 4 + b];
-                    if (q == .q4_0) {
+                    const wb: i32 = r[packing.headBytes(q) + c * 64 + lane * 4 + b];
+                    if (q != .q8_0) {
                         sum += (wb & 15) * @as(i32, @as(i8, @bitCast(qs[4 * c + b])));
                         sum += (wb >> 4) * @as(i32, @as(i8, @bitCast(qs[16 + 4 * c + b])));
                     } else {
@@ -872,6 +884,11 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
             const ws = abi.f16ToF32(@as(u16, r[lane * 2]) | (@as(u16, r[lane * 2 + 1]) << 8));
             const s = ws * dx;
             out[lane] = @mulAdd(f32, @floatFromInt(sum - corr), s, out[lane]);
+            if (q == .q4_1) {
+                const mn = abi.f16ToF32(@as(u16, r[packing.scale_bytes + lane * 2]) | (@as(u16, r[packing.scale_bytes + lane * 2 + 1]) << 8));
+                const sx: f32 = @floatFromInt(readI32(x + su + g * 4));
+                out[lane] = @mulAdd(f32, mn, dx * sx, out[lane]);
+            }
         }
     }
 }
@@ -1682,7 +1699,7 @@ test "attention over an f16 cache matches a plain softmax" {
 test "packed panels: every variant equals the one-value-at-a-time reference bit for bit, for 1..9 tokens" {
     var prng = std.Random.DefaultPrng.init(11);
     const rng = prng.random();
-    inline for ([_]packing.Quant{ .q4_0, .q8_0 }) |q| {
+    inline for ([_]packing.Quant{ .q4_0, .q8_0, .q4_1 }) |q| {
         const ng: usize = 5;
         const n_panels: usize = 3;
         const rows: usize = 41;
@@ -1694,6 +1711,11 @@ test "packed panels: every variant equals the one-value-at-a-time reference bit 
                 const d = abi.f32ToF16(rng.float(f32) * 0.1);
                 w[i * rec + lane * 2] = @truncate(d);
                 w[i * rec + lane * 2 + 1] = @truncate(d >> 8);
+                if (q == .q4_1) {
+                    const m = abi.f32ToF16(rng.float(f32) * 0.2 - 0.1);
+                    w[i * rec + 32 + lane * 2] = @truncate(m);
+                    w[i * rec + 32 + lane * 2 + 1] = @truncate(m >> 8);
+                }
             }
         }
         const stride = ActRow.bytes(ng);
@@ -1771,6 +1793,47 @@ test "packed panels agree with the ggml-row dot on the same weights" {
         const expect = scalar.dotQ4_0(blocks4[r * ng ..][0..ng], &xb);
         try expectCloseMag(expect, y[r], 1e-5, absTermsQ4(blocks4[r * ng ..][0..ng], &xb));
     }
+}
+
+test "Q4_1 panels agree with the Q4_1 tile stripe kernel on the same weights" {
+    const bk = @import("block_kernels.zig");
+    var prng = std.Random.DefaultPrng.init(13);
+    const rng = prng.random();
+    const rows: usize = 20;
+    const cols: usize = 320; // two column tiles: 256 + 64
+    const ng = cols / 32;
+    // Source tiles (whole 20-byte blocks), one stripe.
+    var run = packing.Run{ .q = .q4_1, .cols = cols, .n_members = 1, .rows = undefined };
+    run.rows[0] = rows;
+    var src: [packing.tileBytes(.q4_1, rows, 256) + packing.tileBytes(.q4_1, rows, 64)]u8 = undefined;
+    rng.bytes(&src);
+    var pos: usize = 0;
+    for ([_]usize{ 256, 64 }) |tc| {
+        for (0..rows * tc / 32) |b| {
+            const at = pos + 16 + b * 20;
+            std.mem.writeInt(u16, src[at..][0..2], abi.f32ToF16(rng.float(f32) * 0.1), .little);
+            std.mem.writeInt(u16, src[at + 2 ..][0..2], abi.f32ToF16(rng.float(f32) * 0.2 - 0.1), .little);
+        }
+        pos += packing.tileBytes(.q4_1, rows, tc);
+    }
+    var dst: [2 * ng * packing.recordBytes(.q4_1)]u8 = undefined;
+    for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+    var x: [ActRow.bytes(ng)]u8 align(64) = undefined;
+    var xf: [cols]f32 = undefined;
+    for (&xf) |*v| v.* = rng.floatNorm(f32);
+    const xb: [*]BlockQ8_0 = @ptrCast(&x);
+    try testing.expect(quantizeQ8_0(&xf, xb[0..ng]));
+    for (0..ng) |g| {
+        var sum: i32 = 0;
+        for (xb[g].qs) |v| sum += v;
+        std.mem.writeInt(i32, x[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
+        std.mem.writeInt(u32, x[ActRow.scalesOffset(ng) + g * 4 ..][0..4], @bitCast(abi.f16ToF32(xb[g].d)), .little);
+    }
+    var y_panels: [rows]f32 = undefined;
+    packedPanels(.q4_1, &dst, 2, ng, &x, x.len, 1, &y_panels, rows, rows);
+    var y_tiles: [rows]f32 = undefined;
+    bk.blockStripe(.q4_1, &src, rows, cols, &x, x.len, 1, &y_tiles, rows);
+    for (y_panels, y_tiles) |a, b| try testing.expect(@abs(a - b) <= 1e-4 * (@abs(b) + 1));
 }
 
 test "grouped online-softmax attention matches the two-pass head kernel" {

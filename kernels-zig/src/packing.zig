@@ -33,24 +33,38 @@ pub const tile_rows: usize = 128;
 pub const tile_cols: usize = 256;
 pub const tile_header_bytes: usize = 16;
 
-pub const Quant = enum(u32) { q4_0 = 1, q8_0 = 2 };
+/// Q4_1 records hold 16 f16 mins after the scales (value = d q + m); its
+/// source tiles keep ggml's whole 20-byte blocks (docs/FORMAT.md).
+pub const Quant = enum(u32) { q4_0 = 1, q8_0 = 2, q4_1 = 3 };
 
 /// Weight bytes of one row's group in a source tile.
 pub fn groupBytes(q: Quant) usize {
     return switch (q) {
-        .q4_0 => 16,
+        .q4_0, .q4_1 => 16,
         .q8_0 => 32,
     };
 }
 
+/// Bytes of a record before its weight chunks: 16 f16 scales, and for
+/// Q4_1 16 f16 mins after them.
+pub fn headBytes(q: Quant) usize {
+    return if (q == .q4_1) 2 * scale_bytes else scale_bytes;
+}
+
+/// Bytes of one ggml block of the type (a row's group in a source tile).
+pub fn blockBytes(q: Quant) usize {
+    return headBytes(q) / panel_rows + groupBytes(q);
+}
+
 /// Bytes of one packed record (16 rows x 32 columns).
 pub fn recordBytes(q: Quant) usize {
-    return scale_bytes + panel_rows * groupBytes(q);
+    return headBytes(q) + panel_rows * groupBytes(q);
 }
 
 comptime {
     assert(recordBytes(.q8_0) == 16 * abi.q8_0_block_bytes);
     assert(recordBytes(.q4_0) == 16 * abi.q4_0_block_bytes);
+    assert(recordBytes(.q4_1) == 16 * 20 and blockBytes(.q4_1) == 20);
 }
 
 pub fn groupsOf(cols: usize) usize {
@@ -63,7 +77,7 @@ pub fn panelsOf(rows: usize) usize {
 
 /// Bytes of one source tile of rows x cols.
 pub fn tileBytes(q: Quant, rows: usize, cols: usize) usize {
-    return tile_header_bytes + rows * groupsOf(cols) * (2 + groupBytes(q));
+    return tile_header_bytes + rows * groupsOf(cols) * blockBytes(q);
 }
 
 /// Bytes of one source output stripe: its column tiles.
@@ -156,23 +170,26 @@ pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8
                 const r = r0 + lane;
                 const local = r - s * tile_rows;
                 const real = r < run.rows[m];
-                // Scale (zero for padding rows).
-                if (real) {
-                    const sp = scales + (local * ng + g) * 2;
-                    out[lane * 2] = src[sp];
-                    out[lane * 2 + 1] = src[sp + 1];
-                } else {
-                    out[lane * 2] = 0;
-                    out[lane * 2 + 1] = 0;
+                // Q4_0/Q8_0 tiles hold the scales apart; Q4_1 tiles whole blocks (d, m, quants).
+                const block = scales + (local * ng + g) * 20;
+                const sp = if (q == .q4_1) block else scales + (local * ng + g) * 2;
+                // Scale and min (zero for padding rows).
+                out[lane * 2] = if (real) src[sp] else 0;
+                out[lane * 2 + 1] = if (real) src[sp + 1] else 0;
+                if (q == .q4_1) {
+                    out[scale_bytes + lane * 2] = if (real) src[block + 2] else 0;
+                    out[scale_bytes + lane * 2 + 1] = if (real) src[block + 3] else 0;
                 }
-                const w = if (real) src[data + (local * ng + g) * gb ..][0..gb] else &zero_group;
+                const wp = if (q == .q4_1) block + 4 else data + (local * ng + g) * gb;
+                const w = if (real) src[wp..][0..gb] else &zero_group;
                 const n_chunks = gb / 4;
                 for (0..n_chunks) |c| {
-                    const dst4 = out[scale_bytes + c * 64 + lane * 4 ..][0..4];
+                    const dst4 = out[headBytes(q) + c * 64 + lane * 4 ..][0..4];
                     for (0..4) |b| {
                         dst4[b] = switch (q) {
                             .q8_0 => if (real) w[4 * c + b] ^ 0x80 else 0x80,
                             .q4_0 => if (real) w[4 * c + b] else 0x88,
+                            .q4_1 => w[4 * c + b],
                         };
                     }
                 }
@@ -215,18 +232,24 @@ pub fn unpackRow(run: *const Run, packed_run: []const u8, m: usize, r: usize, ou
     for (0..groupsOf(run.cols)) |g| {
         const record = base[g * rec ..][0..rec];
         const d = abi.f16ToF32(@as(u16, record[lane * 2]) | (@as(u16, record[lane * 2 + 1]) << 8));
+        const head = headBytes(run.q);
         for (0..qk) |j| {
             const col = g * qk + j;
             if (col >= run.cols) break;
+            const jj = j % 16;
+            const byte = record[head + (jj / 4) * 64 + lane * 4 + jj % 4];
+            const nibble: i32 = if (j < 16) byte & 15 else byte >> 4;
             const v: i32 = switch (run.q) {
-                .q8_0 => @as(i32, record[scale_bytes + (j / 4) * 64 + lane * 4 + j % 4]) - 128,
-                .q4_0 => blk: {
-                    const jj = j % 16;
-                    const byte = record[scale_bytes + (jj / 4) * 64 + lane * 4 + jj % 4];
-                    break :blk @as(i32, if (j < 16) byte & 15 else byte >> 4) - 8;
-                },
+                .q8_0 => @as(i32, record[head + (j / 4) * 64 + lane * 4 + j % 4]) - 128,
+                .q4_0 => nibble - 8,
+                .q4_1 => nibble,
             };
             out[col] = @as(f32, @floatFromInt(v)) * d;
+            if (run.q == .q4_1) {
+                // ggml: x * d + m.
+                const mn = abi.f16ToF32(@as(u16, record[scale_bytes + lane * 2]) | (@as(u16, record[scale_bytes + lane * 2 + 1]) << 8));
+                out[col] += mn;
+            }
         }
     }
 }
@@ -236,7 +259,7 @@ const testing = std.testing;
 /// Builds a source run of one matrix from row-major ggml blocks.
 fn tileFromBlocks(q: Quant, rows: usize, cols: usize, blocks: []const u8, out: []u8) void {
     const gb = groupBytes(q);
-    const bb = 2 + gb;
+    const bb = blockBytes(q);
     const ng_total = groupsOf(cols);
     var pos: usize = 0;
     var r0: usize = 0;
@@ -252,6 +275,10 @@ fn tileFromBlocks(q: Quant, rows: usize, cols: usize, blocks: []const u8, out: [
             for (0..tr) |r| {
                 for (0..ng) |g| {
                     const blk = blocks[((r0 + r) * ng_total + c0 / qk + g) * bb ..][0..bb];
+                    if (q == .q4_1) {
+                        @memcpy(out[scales + (r * ng + g) * bb ..][0..bb], blk);
+                        continue;
+                    }
                     out[scales + (r * ng + g) * 2] = blk[0];
                     out[scales + (r * ng + g) * 2 + 1] = blk[1];
                     @memcpy(out[data + (r * ng + g) * gb ..][0..gb], blk[2..]);
@@ -265,11 +292,11 @@ fn tileFromBlocks(q: Quant, rows: usize, cols: usize, blocks: []const u8, out: [
 test "packing then unpacking gives back every weight, padding rows included" {
     var prng = std.Random.DefaultPrng.init(7);
     const rng = prng.random();
-    for ([_]Quant{ .q4_0, .q8_0 }) |q| {
+    for ([_]Quant{ .q4_0, .q8_0, .q4_1 }) |q| {
         for ([_][2]usize{ .{ 16, 32 }, .{ 40, 288 }, .{ 130, 64 }, .{ 3, 544 } }) |shape| {
             const rows = shape[0];
             const cols = shape[1];
-            const bb = 2 + groupBytes(q);
+            const bb = blockBytes(q);
             const blocks = try testing.allocator.alloc(u8, rows * groupsOf(cols) * bb);
             defer testing.allocator.free(blocks);
             for (0..rows * groupsOf(cols)) |b| {
@@ -277,6 +304,11 @@ test "packing then unpacking gives back every weight, padding rows included" {
                 blocks[b * bb] = @truncate(d);
                 blocks[b * bb + 1] = @truncate(d >> 8);
                 rng.bytes(blocks[b * bb + 2 ..][0 .. bb - 2]);
+                if (q == .q4_1) {
+                    const mn = abi.f32ToF16(rng.float(f32) - 0.5);
+                    blocks[b * bb + 2] = @truncate(mn);
+                    blocks[b * bb + 3] = @truncate(mn >> 8);
+                }
             }
             var run = Run{ .q = q, .cols = cols, .n_members = 1, .rows = undefined };
             run.rows[0] = rows;
@@ -297,8 +329,11 @@ test "packing then unpacking gives back every weight, padding rows included" {
                     const v: i32 = switch (q) {
                         .q8_0 => @as(i8, @bitCast(blk[2 + j])),
                         .q4_0 => @as(i32, if (j < 16) blk[2 + j] & 15 else blk[2 + j - 16] >> 4) - 8,
+                        .q4_1 => @as(i32, if (j < 16) blk[4 + j] & 15 else blk[4 + j - 16] >> 4),
                     };
-                    try testing.expectEqual(@as(f32, @floatFromInt(v)) * d, row[c]);
+                    var want = @as(f32, @floatFromInt(v)) * d;
+                    if (q == .q4_1) want += abi.f16ToF32(@as(u16, blk[2]) | (@as(u16, blk[3]) << 8));
+                    try testing.expectEqual(want, row[c]);
                 }
             }
             // Padding rows have zero scales.

@@ -139,7 +139,11 @@ pub const Op = enum(u32) {
 
 /// `tiles`: `.cflow` tiles whose members' types are given one by one (any
 /// tile type, docs/FORMAT.md); members are all quantized or all float.
-pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, _ };
+pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, _ };
+
+fn isPacked(kind: RunKind) bool {
+    return kind == .packed_q4_0 or kind == .packed_q8_0 or kind == .packed_q4_1;
+}
 
 const Run = struct {
     kind: RunKind,
@@ -268,7 +272,7 @@ fn finite(bits: u32) Error!f32 {
 }
 
 fn checkRun(words: []const u32, out: *Run) Error!void {
-    if (words[0] < 1 or words[0] > 6) return error.InvalidArg;
+    if (words[0] < 1 or words[0] > 7) return error.InvalidArg;
     const kind: RunKind = @enumFromInt(words[0]);
     const cols = try dim(words[6]);
     const n_members = words[7];
@@ -287,6 +291,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
     };
     out.layout.q = switch (kind) {
         .tiles_q4_0, .packed_q4_0 => .q4_0,
+        .packed_q4_1 => .q4_1,
         else => .q8_0,
     };
     out.panel_off[0] = 0;
@@ -298,7 +303,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         out.panel_off[m + 1] = out.panel_off[m] + packing.panelsOf(rows);
     }
     // Tiles pad a row's last group to 32 (zero weights); panels need whole groups.
-    if (cols % qk != 0 and (kind == .packed_q4_0 or kind == .packed_q8_0)) return error.InvalidArg;
+    if (cols % qk != 0 and isPacked(kind)) return error.InvalidArg;
     for (0..packing.max_members) |m| {
         const t: u32 = if (kind != .tiles) 0 else words[16 + m];
         if (m >= n_members) {
@@ -309,6 +314,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         out.types[m] = switch (kind) {
             .tiles_q4_0, .packed_q4_0 => .q4_0,
             .tiles_q8_0, .packed_q8_0 => .q8_0,
+            .packed_q4_1 => .q4_1,
             .tiles_f32 => .f32,
             .tiles => if (t >= 1 and t <= blocks.max_tile_type) @enumFromInt(t) else return error.InvalidArg,
             _ => return error.InvalidArg,
@@ -322,11 +328,17 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         // ggml's rule: a row holds whole blocks (Q4_0/Q8_0 tiles pad instead).
         if (blocks.asBlock(ty) != null and cols % blocks.blockElements(ty) != 0) return error.InvalidArg;
     }
+    // A tiles run of Q4_1 members only can be packed (packing.zig reads its blocks).
+    if (kind == .tiles) {
+        var all_q4_1 = true;
+        for (out.types[0..n_members]) |t| all_q4_1 = all_q4_1 and t == .q4_1;
+        if (all_q4_1) out.layout.q = .q4_1;
+    }
     const expected = switch (kind) {
         .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
         .tiles_f32 => f32Bytes(&out.layout),
         .tiles => try tilesBytes(out),
-        .packed_q4_0, .packed_q8_0 => out.layout.packedBytes(),
+        .packed_q4_0, .packed_q8_0, .packed_q4_1 => out.layout.packedBytes(),
         _ => return error.InvalidArg,
     };
     if (expected != out.len) return error.Length;
@@ -599,7 +611,7 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             const d = &runs[a[1] + 1];
             if (g.layout.n_members != 2 or g.layout.rows[0] != g.layout.rows[1] or d.kind != g.kind or d.quant != g.quant) return error.InvalidArg;
             if (d.layout.n_members != 1 or d.layout.cols != g.layout.rows[0] or d.layout.rows[0] != g.layout.cols) return error.InvalidArg;
-            if (g.kind == .packed_q4_0 or g.kind == .packed_q8_0) return error.InvalidArg;
+            if (isPacked(g.kind)) return error.InvalidArg;
             const hidden = g.layout.cols;
             const quant = isQuant(g);
             try c.buf(a[4], a[5], @as(usize, top_k) * 12);
@@ -928,7 +940,7 @@ const Exec = struct {
             .n_tok = rows,
         };
         switch (r.kind) {
-            .packed_q4_0, .packed_q8_0 => {
+            .packed_q4_0, .packed_q8_0, .packed_q4_1 => {
                 // Chunks of 8 panels (128 rows, one source stripe): measured on
                 // SmolLM2 at 2 threads, 1-panel chunks decode at ~200 tok/s,
                 // 4 at ~270, 8 at ~350 (Q4_0); longer sequential runs per
@@ -1470,7 +1482,7 @@ const RowCtx = struct {
 /// Row `token` of member 0 of a run, dequantized.
 fn embedRow(r: *const Run, token: u32, out: []f32) void {
     const l = &r.layout;
-    if (r.kind == .packed_q4_0 or r.kind == .packed_q8_0) return packing.unpackRow(l, r.base[0..r.len], 0, token, out);
+    if (isPacked(r.kind)) return packing.unpackRow(l, r.base[0..r.len], 0, token, out);
     assert(r.kind == .tiles_q4_0 or r.kind == .tiles_q8_0 or r.kind == .tiles_f32 or r.kind == .tiles);
     const t = r.types[0];
     const s = token / packing.tile_rows;
@@ -1544,7 +1556,7 @@ const PackCtx = struct {
     }
 };
 
-/// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0) into
+/// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0, or tiles of Q4_1 members) into
 /// [dst_offset, dst_offset + packed length) of allocation `dst_handle`. With
 /// `evict`, the source pages are dropped (MADV_DONTNEED) as they are packed,
 /// stripe by stripe for a one-matrix run and at the end for a fused one, so
@@ -1558,7 +1570,8 @@ fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, 
     try checkRun(run_in, &r);
     defer memory.unpin(r.handle);
     if (memory.checkFile(r.handle) == Status.changed.code()) return error.Changed;
-    if (r.kind != .tiles_q4_0 and r.kind != .tiles_q8_0) return error.InvalidArg;
+    const q4_1_tiles = r.kind == .tiles and r.layout.q == .q4_1;
+    if (r.kind != .tiles_q4_0 and r.kind != .tiles_q8_0 and !q4_1_tiles) return error.InvalidArg;
     if (dst_len != r.layout.packedBytes()) return error.Length;
     if (!memory.isAlloc(dst_handle)) return error.Handle;
     var view: memory.View = undefined;
