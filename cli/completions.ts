@@ -51,6 +51,10 @@ function bash(): string {
     for (const o of withValues) {
       const action = o.values
         ? `COMPREPLY=($(compgen -W "${o.values.join(" ")}" -- "$cur"))`
+        : o.name === "model" // a file, or a pull alias (the model pulled into the cache)
+        ? `COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "${
+          PULL_ALIASES.join(" ")
+        }" -- "$cur")); compopt -o filenames 2>/dev/null`
         : o.path
         ? `COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null`
         : "COMPREPLY=()";
@@ -115,7 +119,13 @@ function zshSpec(o: OptionSpec): string[] {
   const value = o.type === "boolean"
     ? ""
     : `:${(o.arg ?? "value").toLowerCase()}:${
-      o.values ? `(${o.values.join(" ")})` : o.path ? "_files" : " "
+      o.values
+        ? `(${o.values.join(" ")})`
+        : o.name === "model"
+        ? `{_files; compadd -- ${PULL_ALIASES.join(" ")}}`
+        : o.path
+        ? "_files"
+        : " "
     }`;
   const rep = o.multiple ? "*" : "";
   if (o.short) {
@@ -207,6 +217,8 @@ function fish(): string {
         ? ""
         : o.values
         ? ` -x -a ${fq(o.values.join(" "))}`
+        : o.name === "model"
+        ? ` -r -F -a ${fq(PULL_ALIASES.join(" "))}`
         : o.path
         ? " -r -F"
         : " -x";

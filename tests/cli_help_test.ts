@@ -274,6 +274,7 @@ Deno.test("cflow completions bash: a real bash completes commands, options and v
     ["cflow", "help", "co"],
     ["cflow", "completions", ""],
     ["cflow", "pull", "s"],
+    ["cflow", "generate", "--model", "qwen"],
     ["cflow", "inspect", "cache/models/smollm2-135m-instruct.Q4_1"],
     ["cflow", "--"],
   ]);
@@ -288,6 +289,7 @@ Deno.test("cflow completions bash: a real bash completes commands, options and v
     ["convert", "completions"],
     ["bash", "zsh", "fish"],
     ["smollm2"],
+    ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"],
     ["cache/models/smollm2-135m-instruct.Q4_1.gguf"],
     ["--help", "--version"],
   ]);
