@@ -113,7 +113,7 @@ export interface ModelJob {
   /** The GGUF file. */
   gguf: string;
   /** cflow's conversion target: the GGUF's own matrix type, so re-tiling is lossless. */
-  quant: "q4_0" | "q8_0";
+  quant: "q4_0" | "q8_0" | "auto";
   /** The converted-model cache. */
   cache: string;
   /** KV cache positions. */
@@ -338,8 +338,9 @@ interface ModelSpec {
   id: string;
   label: string;
   gguf: string;
-  quant: "q4_0" | "q8_0";
-  /** The script (and its arguments) that makes or checks the file. */
+  /** cflow's conversion: "auto" keeps each tensor's own type (the default for a GGUF). */
+  quant: "q4_0" | "q8_0" | "auto";
+  /** The script (and its arguments) that makes or checks the file (`.sh`: run by bash). */
   make: string[];
   /** Random weights: the gate's overall criterion is the margin delta, not top-1. */
   randomWeights: boolean;
@@ -348,6 +349,33 @@ interface ModelSpec {
 }
 
 const MODELS: ModelSpec[] = [
+  {
+    id: "qwen15b-q4_k_m",
+    label: "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (real weights; Q4_K and Q6_K)",
+    gguf: `${ROOT}/cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`,
+    quant: "auto",
+    make: ["scripts/fetch-models.sh", "qwen15b"],
+    randomWeights: false,
+    goals: { tg: 1.5, bandwidth: 0.85 },
+  },
+  {
+    id: "gemma3-q4_k_m",
+    label: "Gemma-3-270M Q4_K_M (real weights; Q8_0, Q5_0, Q4_K, Q6_K)",
+    gguf: `${ROOT}/cache/models/gemma-3-270m-q4_k_m.gguf`,
+    quant: "auto",
+    make: ["scripts/fetch-models.sh", "gemma3"],
+    randomWeights: false,
+    goals: { tg: 2.0 },
+  },
+  {
+    id: "smollm2-q4_1",
+    label: "SmolLM2-135M-Instruct Q4_1 (the fetched file; Q4_1 panels)",
+    gguf: `${ROOT}/cache/models/smollm2-135m-instruct.Q4_1.gguf`,
+    quant: "auto",
+    make: ["scripts/fetch-models.sh", "smollm2"],
+    randomWeights: false,
+    goals: { tg: 2.0 },
+  },
   {
     id: "smollm2-q4_0",
     label: "SmolLM2-135M-Instruct Q4_0",
@@ -597,10 +625,14 @@ async function main(): Promise<number> {
   const states: ModelState[] = [];
   for (const spec of specs) {
     log(`model ${spec.id}: ${spec.make.join(" ")}`);
-    await spawn(
-      Deno.execPath(),
-      denoArgs(spec.make[0], [`--allow-write=${ROOT}/cache/models`]).concat(spec.make.slice(1)),
-    );
+    if (spec.make[0].endsWith(".sh")) {
+      await spawn("bash", [`${ROOT}/${spec.make[0]}`, ...spec.make.slice(1)]);
+    } else {
+      await spawn(
+        Deno.execPath(),
+        denoArgs(spec.make[0], [`--allow-write=${ROOT}/cache/models`]).concat(spec.make.slice(1)),
+      );
+    }
     modelReads.push(await Deno.realPath(spec.gguf));
     const { sha256, bytes } = await sha256File(spec.gguf);
     const gguf = parseGguf(bytesSource(spec.gguf, bytes));

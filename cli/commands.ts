@@ -75,8 +75,9 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       name: "quant",
       type: "string",
       arg: "Q",
-      values: ["q4_0", "q8_0", "f32"],
-      help: "type of the cached conversion of a GGUF/HF model: q4_0 (default) | q8_0 | f32",
+      values: ["auto", "q4_0", "q8_0", "f32"],
+      help:
+        "type of the cached conversion of a GGUF/HF model: auto (default for GGUF: every tensor kept in its own type) | q4_0 (default for HF folders) | q8_0 | f32",
     },
     {
       name: "ctx",
@@ -373,12 +374,17 @@ export const COMMANDS: readonly CommandSpec[] = [
     positionals: "files",
     summary: "convert a GGUF file, Hugging Face folder, .cflow or .vflow to .cflow or .vflow",
     description:
-      "Q4_0 and Q8_0 re-tile losslessly; other types are requantized. A .cflow/.vflow input\n" +
-      "is re-laid out (same --quant: byte for byte) or requantized. A progress bar on a\n" +
+      "Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16 and F32 tensors re-tile\n" +
+      "losslessly (the default, --quant auto); other types become Q8_0, and an explicit\n" +
+      "--quant requantizes. A .cflow/.vflow input is re-laid out (--quant auto: byte for\n" +
+      "byte) or requantized. A progress bar on a\n" +
       "terminal; OUT appears atomically or not at all; OUT may not be IN.",
     options: [
       "format",
-      ["quant", "weight type: q4_0 (default) | q8_0 | f32"],
+      [
+        "quant",
+        "weight type: auto (default for GGUF and .cflow/.vflow: each tensor keeps its type) | q4_0 (default for HF folders) | q8_0 | f32",
+      ],
       "q4-rule",
       "output-quant",
       "report-error",

@@ -33,7 +33,7 @@ export interface ModelArgs {
   template?: string;
   ctx?: number;
   kvCache: "f16" | "f32";
-  quant: TargetQuant;
+  quant?: TargetQuant;
   json: boolean;
   /** Whether weights are repacked into panels at load (default auto). */
   packed?: "auto" | "on" | "off";

@@ -278,6 +278,15 @@ function str(p: Parsed, name: string): string | undefined {
   return typeof v === "string" ? v : undefined;
 }
 
+/** True when `path` names a folder (a Hugging Face checkpoint); false for files and errors. */
+function isFolder(path: string): boolean {
+  try {
+    return Deno.statSync(path).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
 /** A flag's value. */
 function flag(p: Parsed, name: string): boolean {
   return p.values[name] === true;
@@ -352,9 +361,9 @@ export async function main(args: string[]): Promise<number> {
         if (format !== "cflow" && format !== "vflow") {
           throw new UsageError(`--format must be cflow or vflow, not '${format}'`);
         }
-        const quant = str(p, "quant") ?? "q4_0";
-        if (quant !== "q4_0" && quant !== "q8_0" && quant !== "f32") {
-          throw new UsageError(`--quant must be q4_0, q8_0 or f32, not '${quant}'`);
+        const quant = str(p, "quant") ?? (isFolder(input) ? "q4_0" : "auto");
+        if (quant !== "auto" && quant !== "q4_0" && quant !== "q8_0" && quant !== "f32") {
+          throw new UsageError(`--quant must be auto, q4_0, q8_0 or f32, not '${quant}'`);
         }
         const rule = str(p, "q4-rule") ?? "ggml";
         if (rule !== "ggml" && rule !== "paper") {
@@ -400,7 +409,9 @@ export async function main(args: string[]): Promise<number> {
           model: str(p, "model") ?? defaultModelOrHint(),
           ctx: ctx === undefined ? undefined : int(ctx, "--ctx", 4, 1 << 20),
           kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
-          quant: choice(str(p, "quant") ?? "q4_0", "--quant", ["q4_0", "q8_0", "f32"] as const),
+          quant: str(p, "quant") === undefined
+            ? undefined
+            : choice(str(p, "quant")!, "--quant", ["auto", "q4_0", "q8_0", "f32"] as const),
           packed: choice(str(p, "packed") ?? "auto", "--packed", ["auto", "on", "off"] as const),
           evict: choice(
             str(p, "evict") ?? "after-pack",

@@ -40,7 +40,9 @@ function present(path: string, size: number): boolean {
 for (const [name, want] of Object.entries(FIXTURE.files)) {
   const path = `${MODELS_DIR}/${name}`;
   const here = present(path, want.size);
-  if (!here) console.log(`lossless_files_test: ${name} is not in ${MODELS_DIR}; its test is ignored`);
+  if (!here) {
+    console.log(`lossless_files_test: ${name} is not in ${MODELS_DIR}; its test is ignored`);
+  }
   Deno.test({
     name: `${name}: every tensor, converted with --quant auto, dequantizes to gguf-py's values`,
     ignore: !here,
@@ -69,7 +71,11 @@ for (const [name, want] of Object.entries(FIXTURE.files)) {
             assert.ok(fix !== undefined, `${g.name} is in the fixture`);
             assert.equal(t.typeName, fix.type, `${g.name} keeps its type`);
             const got = await sha256(t.f32Rows(0, t.rows));
-            assert.equal(got, fix.sha256, `${g.name} (${fix.type}) dequantizes to gguf-py's values`);
+            assert.equal(
+              got,
+              fix.sha256,
+              `${g.name} (${fix.type}) dequantizes to gguf-py's values`,
+            );
             seen.add(g.name);
           };
           const layers = gguf.hyper.layers;

@@ -15,11 +15,7 @@
  * @module
  */
 
-import {
-  f32ToF16Bits,
-  quantizeQ4_0Into,
-  quantizeQ8_0Into,
-} from "../reference/mod.ts";
+import { f32ToF16Bits, quantizeQ4_0Into, quantizeQ8_0Into } from "../reference/mod.ts";
 import { rowBytes, TILE_TYPE, tileTypeName } from "../formats/cflow/tile.ts";
 import { dequantizeRow, ggmlTypeByName } from "../formats/ggml/mod.ts";
 

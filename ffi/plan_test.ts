@@ -131,7 +131,11 @@ Deno.test("raw operation words are checked: unknown opcodes, flags and kinds", (
     const members = why === "a type past the members" ? 1 : 2;
     w.set([6, ws.handle, 0, 0, 16 + 144 * 2, 0, 256, members, 1, 1]);
     w.set(types.slice(0, why === "a type past the members" ? 2 : members), 16);
-    assert.equal(s.cf_plan_create(ws.handle, ops, 16n, w, 24n, 1, 16, where), STATUS.INVALID_ARG, why);
+    assert.equal(
+      s.cf_plan_create(ws.handle, ops, 16n, w, 24n, 1, 16, where),
+      STATUS.INVALID_ARG,
+      why,
+    );
   }
   // Word counts that are not whole operations.
   assert.equal(s.cf_plan_create(ws.handle, ops, 15n, runs, 24n, 1, 16, where), STATUS.INVALID_ARG);

@@ -59,7 +59,7 @@ async function shortHash(text: string): Promise<string> {
  * ```
  */
 export interface ResolveOptions {
-  /** Weight type of conversions (default q4_0). */
+  /** Weight type of conversions (default: auto for GGUF files, q4_0 for Hugging Face folders). */
   quant?: TargetQuant;
   /** Cache folder (default {@link cacheDir}). */
   cache?: string;
@@ -85,7 +85,9 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
   }
   const kind = await sniff(path);
   if (kind === "tiled") return path;
-  const quant = options.quant ?? "q4_0";
+  // A GGUF keeps its own types (lossless); a Hugging Face checkpoint of
+  // f32/f16/bf16 weights is quantized to Q4_0.
+  const quant = options.quant ?? (kind === "gguf" ? "auto" : "q4_0");
   const real = await Deno.realPath(path);
   const info = await Deno.stat(real);
   // "out-auto": the output matrix follows BuildOptions.outputQuant "auto" (conversions made before

