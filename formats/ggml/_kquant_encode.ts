@@ -55,6 +55,31 @@ const XM = new Float64Array(32);
 const WL = new Float64Array(32);
 const WLL = new Float64Array(32);
 const WLX = new Float64Array(32);
+// Partial sums of WL, WLL and WLX over elements 0..i for the last trial's levels.
+const PL = new Float64Array(32);
+const PL2 = new Float64Array(32);
+const PXL = new Float64Array(32);
+// TH[i]: while iscale * XM[i] < TH[i], element i keeps its level. Between changes of min, XM
+// and max - min are fixed and iscale only grows from trial to trial, so for XM >= 0 the level
+// (round-half-even of the f32 product, clamped) never decreases, and it cannot reach l + 1
+// while the exact product is below l + 0.5 - 2^-16 (the f32 rounding moves a value below 32
+// by at most 2^-20); a level at nmax stays (TH = Infinity), and XM < 0 gives level 0 for good.
+// NaN and ±Infinity products fail the test and take the exact path.
+const TH = new Float64Array(32);
+const TH_BELOW = 0.5 - 2 ** -16;
+// The screening bound of makeQkx2Quants. In f32 the error term of element i is
+// t_i = f32(w_i * f32(d_i * d_i)) with d_i = f32(b_i - x_i), b_i = f32(f32(s * l_i) + m). Computed
+// in double, s*l_i is exact and s*l_i + m - x_i is within 2^-52 (|s*l_i| + |m| + |x_i|) of the
+// exact value; b_i is within 2^-22 (|s*l_i| + |m|) + 2^-150 of s*l_i + m (two f32 roundings, one
+// a product that may be subnormal). So with g_i = |s*l_i + m - x_i| - ERR_SLACK (|s*l_i| + |m|
+// + |x_i|) - 2^-148 (in double), |b_i - x_i| >= g_i. Each f32 rounding after that loses at most a
+// factor (1 - u), u = 2^-24, or 2^-150 absolute for a subnormal product, and the f32 sum of 32
+// terms >= 0 at most (1 - u)^32, so the f32 error is >= (1 - 2^-18) sum(w_i g_i^2)
+// - (sum(w) + 32) 2^-149 for the g_i > 0 (sum(w) <= (1 + 2^-19) sumW; the double roundings of
+// the bound are far inside the margins). Non-finite scale, min or weights make the f32 error
+// Infinity or NaN, which never wins; then the bound is NaN (exact path) or the trial loses,
+// as in C.
+const ERR_SLACK = 2 ** -21;
 // scale * l + min for each level l of the current trial, computed on first use (tag = trial).
 const DIFF_BASE = new Float64Array(32);
 const DIFF_TAG = new Int32Array(32);
@@ -71,11 +96,16 @@ let theMin = 0;
  * what is not recomputed is only what provably has the same value:
  * - `x - min` is kept per element until `min` changes; `w*l`, `w*l*l` and `w*l*x` are kept per
  *   element until its level changes; `scale*l + min` is computed once per level and trial.
+ * - A level is recomputed only when the trial scale has grown enough to change it (`TH`).
+ * - The sums restart at the first element whose level changed: the partial sums before it are
+ *   those of the previous trial.
  * - A trial whose levels all equal the previous trial's has the same sums, scale, min and error
  *   as that trial, which either set bestError to that error or lost to it, so it cannot win and
  *   is skipped.
  * - The error is a sum of terms `w * diff^2 >= 0`; adding a term >= 0 never lowers an f32 sum,
- *   so once the partial sum reaches bestError the trial cannot win and its loop stops.
+ *   so once the partial sum reaches bestError the trial cannot win and its loop stops. Before
+ *   it, a lower bound computed in double (no f32 rounding, see `ERR_SLACK`) settles most
+ *   losing trials without the f32 sum.
  */
 function makeQkx2Quants(
   x: Float32Array,
@@ -119,14 +149,18 @@ function makeQkx2Quants(
     bestError = fr(bestError + fr(W[i] * fr(diff * diff)));
   }
   let range = fr(max - min);
+  TH.fill(-Infinity);
   for (let is = 0; is <= nstep; is++) {
     iscale = fr(fr(fr(rmin + fr(RDELTA * is)) + nmax) / range);
-    let changed = is === 0;
+    let first = is === 0 ? 0 : n; // the first element whose level changed
     for (let i = 0; i < n; i++) {
-      let l = nearestInt(fr(iscale * XM[i]));
+      const p = iscale * XM[i]; // exact: a product of two f32 values fits a double
+      if (p < TH[i]) continue; // level unchanged (see TH)
+      let l = nearestInt(fr(p));
       l = l > nmax ? nmax : l < 0 ? 0 : l;
+      TH[i] = l === nmax ? Infinity : l + TH_BELOW;
       if (is === 0 || LAUX[i] !== l) {
-        changed = true;
+        if (i < first) first = i;
         LAUX[i] = l;
         const wl = fr(W[i] * l);
         WL[i] = wl;
@@ -134,14 +168,18 @@ function makeQkx2Quants(
         WLX[i] = fr(wl * x[o + i]);
       }
     }
-    if (!changed) continue;
-    let sumL = 0;
-    let sumL2 = 0;
-    let sumXL = 0;
-    for (let i = 0; i < n; i++) {
+    if (first === n) continue;
+    // The sums over elements before `first` are those of the previous trial.
+    let sumL = first > 0 ? PL[first - 1] : 0;
+    let sumL2 = first > 0 ? PL2[first - 1] : 0;
+    let sumXL = first > 0 ? PXL[first - 1] : 0;
+    for (let i = first; i < n; i++) {
       sumL = fr(sumL + WL[i]);
       sumL2 = fr(sumL2 + WLL[i]);
       sumXL = fr(sumXL + WLX[i]);
+      PL[i] = sumL;
+      PL2[i] = sumL2;
+      PXL[i] = sumXL;
     }
     const D = fr(fr(sumW * sumL2) - fr(sumL * sumL));
     if (D > 0) {
@@ -151,6 +189,18 @@ function makeQkx2Quants(
         thisMin = 0;
         thisScale = fr(sumXL / sumL2);
       }
+      // Screening: a lower bound of the f32 error, in double (see ERR_SLACK). When it reaches
+      // bestError the trial cannot win, and its exact error is not needed.
+      let lb = 0;
+      const absMin = Math.abs(thisMin);
+      for (let i = 0; i < n; i++) {
+        const sl = thisScale * LAUX[i]; // exact
+        const xi = x[o + i];
+        const g = Math.abs(sl + thisMin - xi) -
+          ERR_SLACK * (Math.abs(sl) + absMin + Math.abs(xi)) - 2 ** -148;
+        if (g > 0) lb += W[i] * g * g;
+      }
+      if (lb * (1 - 2 ** -18) - (sumW + 32) * 2 ** -149 >= bestError) continue;
       if (++diffTrial > 0x3fffffff) {
         DIFF_TAG.fill(0);
         diffTrial = 1;
@@ -179,6 +229,7 @@ function makeQkx2Quants(
           min = thisMin;
           range = fr(max - min);
           for (let i = 0; i < n; i++) XM[i] = fr(x[o + i] - min);
+          TH.fill(-Infinity); // levels are monotonic only while min stays
         }
       }
     }
