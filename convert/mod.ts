@@ -22,5 +22,14 @@ export { openTiledSource, tiledModelSource } from "./tiled_source.ts";
 export type { HyperParams, ModelSource, SourceTensor } from "./model_source.ts";
 export { dequantizeRows, quantizeRows } from "./quantize_rules.ts";
 export type { Q4Rule } from "./quantize_rules.ts";
+export { kquantArchFactsFromGguf, kquantTensorType, kquantTensorTypes } from "./kquant_rules.ts";
+export type {
+  KQuantArchFacts,
+  KQuantGgufMetadata,
+  KQuantModelFacts,
+  KQuantOrder,
+  KQuantScheme,
+  KQuantTensorFacts,
+} from "./kquant_rules.ts";
 export type { ByteSource } from "../formats/byte_source.ts";
 export type { Role } from "../arch/mod.ts";
