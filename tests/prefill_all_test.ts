@@ -4,16 +4,18 @@
  * what `forward` returns for the same tokens run one at a time, and the KV cache it leaves
  * continues identically. And `perplexity`, which runs on it, gives bit for bit what scoring
  * token by token through `forward` gives (the algorithm it had before, kept here as the
- * reference), on the text of the `perplexity` CLI test.
+ * reference), on the text of the `perplexity` CLI test. The same on the random-init fixtures
+ * of the other families, mixture-of-experts models (in place and with the disk tier) and the
+ * pipeline-native schedules.
  *
- * Ignored when the Q8_0 GGUF is absent (`./dev task test:ts` derives it).
+ * The SmolLM2 tests are ignored when the Q8_0 GGUF is absent (`./dev task test:ts` derives it).
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
-import { Transformer } from "../model/transformer.ts";
+import { Transformer, type TransformerOptions } from "../model/transformer.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
 
@@ -143,6 +145,55 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+Deno.test("prefillAll on the other families, MoE, the disk tier and the pipeline-native schedules: forward's logits", async () => {
+  // Random-init fixtures: untied and tied Llama, Qwen2 (biases), Gemma 3 (embedding scale, norm
+  // offset), Mixtral and Qwen2-MoE (experts, a shared expert), and the pipeline-native
+  // schedules, whose final norm reads the second stream (PipelineRegisters) or follows a flush.
+  const ROOT = new URL("..", import.meta.url).pathname;
+  const models: [string, TransformerOptions[]][] = [
+    ["hf_logits/llama_gqa_untied", [{}]],
+    ["hf_logits/llama_gqa_tied", [{ packed: false }]],
+    ["hf_logits/qwen2", [{}]],
+    ["hf_logits/gemma3", [{}]],
+    ["hf_logits/mixtral", [{}, { expertTier: "disk", expertFetch: "staged" }]],
+    ["hf_logits/qwen2moe", [{}, { expertTier: "disk" }]],
+    ["pipeline_native/arch1_decoupled_streams", [{}]],
+    ["pipeline_native/arch3_pipeline_registers", [{}]],
+    ["pipeline_native/arch4_async_experts", [{}, { expertTier: "disk", expertFetch: "staged" }]],
+    ["pipeline_native/arch5_fixed_point", [{}]],
+  ];
+  openKernels({ threads: 2 });
+  // The disk tier's direct reads need a disk-backed file system: the cache, not /tmp.
+  await Deno.mkdir(`${ROOT}cache`, { recursive: true });
+  const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "prefill-all-" });
+  try {
+    for (const [name, configs] of models) {
+      const path = `${dir}/${name.replace("/", "_")}.cflow`;
+      await convertFile(`${ROOT}tests/fixtures/${name}`, path, {
+        format: "cflow",
+        quant: "q8_0",
+        rule: "ggml",
+        measureError: false,
+      });
+      for (const options of configs) {
+        const label = `${name} ${JSON.stringify(options)}`;
+        using single = Transformer.load(path, { contextLength: 16, ...options });
+        using batched = Transformer.load(path, { contextLength: 16, batch: 4, ...options });
+        const vocab = single.config.vocab;
+        const tokens = Array.from({ length: 11 }, (_, i) => 1 + ((i * 7919 + 13) % (vocab - 1)));
+        const want = tokens.map((tok, pos) => single.forward(tok, pos).slice());
+        const got = allRows(batched, tokens, 0, 2);
+        assert.deepEqual(got.index, tokens.slice(2).map((_, i) => 2 + i), label);
+        got.logits.forEach((l, i) => sameBits(l, want[2 + i], `${label} row ${2 + i}`));
+        sameBits(batched.forward(5, 11).slice(), single.forward(5, 11), `${label} next`);
+      }
+    }
+  } finally {
+    openKernels({ threads: 1 });
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test({
