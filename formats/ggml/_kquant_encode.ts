@@ -225,12 +225,12 @@ function makeQkx2Quants(
         for (let i = 0; i < n; i++) L[lo + i] = LAUX[i];
         bestError = curError;
         scale = thisScale;
-        if (thisMin !== min) { // +0 and -0 give the same x - min
-          min = thisMin;
-          range = fr(max - min);
-          for (let i = 0; i < n; i++) XM[i] = fr(x[o + i] - min);
+        if (thisMin !== min) { // (+0 and -0 give the same x - min)
+          range = fr(max - thisMin);
+          for (let i = 0; i < n; i++) XM[i] = fr(x[o + i] - thisMin);
           TH.fill(-Infinity); // levels are monotonic only while min stays
         }
+        min = thisMin;
       }
     }
   }
