@@ -116,6 +116,10 @@ fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act
         var t0: usize = 0;
         while (t0 < n_tok) : (t0 += token_group) {
             const nt = @min(token_group, n_tok - t0);
+            if (comptime subs == 8) {
+                kRows(b, body, tr, nb, c0, act + t0 * act_stride, act_stride, nt, so, su, y + t0 * y_stride, y_stride);
+                continue;
+            }
             for (0..tr) |r| {
                 var acc: [token_group]V8f32 = @splat(@splat(0));
                 var off: [token_group]f32 = @splat(0);
@@ -147,6 +151,51 @@ fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act
             }
         }
         pos += packing.tile_header_bytes + tr * nb * BB;
+    }
+}
+
+/// The rows of one K-quant tile (one or more 256-weight super-blocks per row)
+/// for nt <= token_group tokens: per super-block, its 8 scales and offsets
+/// decoded as vectors once, times the 8 activation scales in one multiply;
+/// the offset terms kept per sub-block lane and summed once per row.
+inline fn kRows(comptime b: Block, body: [*]const u8, tr: usize, nb: usize, c0: usize, act: [*]const u8, act_stride: usize, nt: usize, so: usize, su: usize, y: [*]f32, y_stride: usize) void {
+    const BB = comptime Block.bytes(b);
+    const K = blocks.KScales(b);
+    for (0..tr) |r| {
+        var acc: [token_group]V8f32 = @splat(@splat(0));
+        var off: [token_group]V8f32 = @splat(@splat(0));
+        for (0..nb) |kb| {
+            const blk = body + (r * nb + kb) * BB;
+            const h = K.of(blk);
+            const g0 = (c0 + kb * 256) / qk;
+            var q: [8]if (Block.signed(b)) V32i8 else V32u8 = undefined;
+            inline for (0..8) |j| q[j] = blocks.quants(b, blk, j);
+            for (0..nt) |i| {
+                const row = act + i * act_stride;
+                const dxv: V8f32 = @bitCast((row + so + g0 * 4)[0..32].*);
+                if (comptime b == .q6_k) {
+                    inline for (0..8) |j| {
+                        const xq: V32i8 = @bitCast((row + (g0 + j) * abi.q8_0_block_bytes + 2)[0..32].*);
+                        const f: V8f32 = @floatFromInt(dotS(q[j], xq));
+                        const sv: V8f32 = @shuffle(f32, h.scale, undefined, [8]i32{ 2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1 });
+                        acc[i] += f * (sv * @as(V8f32, @splat(dxv[j])));
+                    }
+                } else {
+                    const sdx = h.scale * dxv;
+                    inline for (0..8) |j| {
+                        const xq: V32i8 = @bitCast((row + (g0 + j) * abi.q8_0_block_bytes + 2)[0..32].*);
+                        const f: V8f32 = @floatFromInt(dotU(q[j], xq));
+                        acc[i] += f * @as(V8f32, @splat(sdx[j]));
+                    }
+                    const sx: @Vector(8, i32) = @bitCast((row + su + g0 * 4)[0..32].*);
+                    off[i] += (h.offset * dxv) * @as(V8f32, @floatFromInt(sx));
+                }
+            }
+        }
+        for (0..nt) |i| {
+            const o: f32 = if (comptime b == .q6_k) 0 else hsum(off[i]);
+            y[i * y_stride + r] += hsum(acc[i]) + o;
+        }
     }
 }
 
@@ -276,6 +325,13 @@ fn randomActs(rng: std.Random, cols: usize, n_tok: usize, stride: usize, out: []
     }
 }
 
+/// hsum's order, one value at a time.
+fn treeSum(v: [8]f32) f32 {
+    const c4 = [4]f32{ v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7] };
+    const d2 = [2]f32{ c4[0] + c4[2], c4[1] + c4[3] };
+    return d2[0] + d2[1];
+}
+
 /// The kernel's arithmetic written out one value at a time (no vectors, no
 /// variant): what every variant must give bit for bit.
 fn referenceStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act: [*]const u8, stride: usize, n_tok: usize, y: []f32) void {
@@ -293,6 +349,8 @@ fn referenceStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize,
             for (0..tr) |r| {
                 var acc = [_]f32{0} ** 8;
                 var off: f32 = 0;
+                // K-quants keep each sub-block's offset terms in its own lane.
+                var off_lanes = [_]f32{0} ** 8;
                 for (0..nb) |kb| {
                     const blk = base + pos + packing.tile_header_bytes + (r * nb + kb) * BB;
                     const h = blocks.Header(b).of(blk);
@@ -308,13 +366,12 @@ fn referenceStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize,
                         }
                         if (!Block.signed(b)) {
                             const sx: f32 = @floatFromInt(std.mem.readInt(i32, (row + packing.ActRow.sumsOffset(ng) + g * 4)[0..4], .little));
-                            off += (h.offset[j] * dx) * sx;
+                            if (E == 256) off_lanes[j] += (h.offset[j] * dx) * sx else off += (h.offset[j] * dx) * sx;
                         }
                     }
                 }
-                const c4 = [4]f32{ acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7] };
-                const d2 = [2]f32{ c4[0] + c4[2], c4[1] + c4[3] };
-                y[t * tr + r] += (d2[0] + d2[1]) + off;
+                if (E == 256 and !Block.signed(b)) off = treeSum(off_lanes);
+                y[t * tr + r] += treeSum(acc) + off;
             }
         }
         pos += packing.tile_header_bytes + tr * nb * BB;

@@ -191,6 +191,45 @@ pub fn Header(comptime b: Block) type {
     };
 }
 
+/// The scales (and offsets) of a K-quant super-block's 8 sub-blocks as
+/// vectors, lane j for sub-block j: Q4_K/Q5_K's six-bit scales and mins
+/// unpacked four at a time with ggml's masks (`scale = d sc`, `offset =
+/// -(dmin m)`, the values `Header.of` gives); Q6_K's 16 int8 scales times d
+/// (lanes 2j and 2j + 1 for the halves of sub-block j).
+pub fn KScales(comptime b: Block) type {
+    comptime assert(Block.elements(b) == 256);
+    return struct {
+        scale: if (b == .q6_k) @Vector(16, f32) else @Vector(8, f32),
+        offset: @Vector(8, f32),
+
+        pub inline fn of(p: [*]const u8) @This() {
+            if (b == .q6_k) {
+                const sc: @Vector(16, i8) = @bitCast(p[192..][0..16].*);
+                const f: @Vector(16, f32) = @floatFromInt(sc);
+                return .{ .scale = @as(@Vector(16, f32), @splat(f16At(p + 208))) * f, .offset = @splat(0) };
+            }
+            const d = f16At(p);
+            const dmin = f16At(p + 2);
+            const w0 = std.mem.readInt(u32, p[4..8], .little);
+            const w1 = std.mem.readInt(u32, p[8..12], .little);
+            const w2 = std.mem.readInt(u32, p[12..16], .little);
+            const km1: u32 = 0x3f3f3f3f;
+            const km2: u32 = 0x0f0f0f0f;
+            const km3: u32 = 0x03030303;
+            const sc: [2]u32 = .{ w0 & km1, (w2 & km2) | (((w0 >> 6) & km3) << 4) };
+            const mn: [2]u32 = .{ w1 & km1, ((w2 >> 4) & km2) | (((w1 >> 6) & km3) << 4) };
+            const scb: @Vector(8, u8) = @bitCast(sc);
+            const mnb: @Vector(8, u8) = @bitCast(mn);
+            const scf: @Vector(8, f32) = @floatFromInt(scb);
+            const mnf: @Vector(8, f32) = @floatFromInt(mnb);
+            return .{
+                .scale = @as(@Vector(8, f32), @splat(d)) * scf,
+                .offset = -(@as(@Vector(8, f32), @splat(dmin)) * mnf),
+            };
+        }
+    };
+}
+
 /// The 32 quants of sub-block `j` of the block at `p`: unsigned (0..2^bits-1)
 /// for unsigned types, centred signed (q - 16, q - 32) for signed ones.
 pub inline fn quants(comptime b: Block, p: [*]const u8, j: usize) if (Block.signed(b)) @Vector(32, i8) else @Vector(32, u8) {
@@ -400,6 +439,31 @@ fn ggmlDequant(comptime b: Block, x: [*]const u8, y: []f32) void {
                 sc += 8;
             }
         },
+    }
+}
+
+test "K-quant scale vectors equal the per-sub-block header" {
+    var prng = std.Random.DefaultPrng.init(0x5ca1e5);
+    const rng = prng.random();
+    inline for (.{ Block.q4_k, Block.q5_k, Block.q6_k }) |b| {
+        var blk: [Block.bytes(b)]u8 = undefined;
+        for (0..500) |_| {
+            rng.bytes(&blk);
+            const at: usize = if (b == .q6_k) 208 else 0;
+            std.mem.writeInt(u16, blk[at..][0..2], abi.f32ToF16(rng.float(f32)), .little);
+            if (b != .q6_k) std.mem.writeInt(u16, blk[2..4], abi.f32ToF16(rng.float(f32)), .little);
+            const h = Header(b).of(&blk);
+            const v = KScales(b).of(&blk);
+            for (0..8) |j| {
+                if (b == .q6_k) {
+                    try testing.expectEqual(h.scale[2 * j], v.scale[2 * j]);
+                    try testing.expectEqual(h.scale[2 * j + 1], v.scale[2 * j + 1]);
+                } else {
+                    try testing.expectEqual(h.scale[2 * j], v.scale[j]);
+                    try testing.expectEqual(h.offset[j], v.offset[j]);
+                }
+            }
+        }
     }
 }
 
