@@ -1,8 +1,10 @@
 /**
  * Conversion of f32 values to the ggml types cflow can write bit-exactly like ggml: F32, F16,
- * BF16, Q8_0 and Q4_0 (through cflow's reference quantizers), and the K-quants Q4_K, Q5_K and
- * Q6_K (ports of ggml's `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref` /
- * `quantize_row_q6_K_ref`, what llama.cpp's quantizer runs without an importance matrix).
+ * BF16, Q8_0 and Q4_0 (through cflow's reference quantizers), Q4_1, Q5_0 and Q5_1 (ports of
+ * ggml's `quantize_row_q4_1_ref` / `quantize_row_q5_0_ref` / `quantize_row_q5_1_ref`), and the
+ * K-quants Q4_K, Q5_K and Q6_K (ports of ggml's `quantize_row_q4_K_ref` /
+ * `quantize_row_q5_K_ref` / `quantize_row_q6_K_ref`, what llama.cpp's quantizer runs without an
+ * importance matrix).
  *
  * @module
  */
@@ -10,6 +12,7 @@
 import { f32ToF16Bits } from "../../reference/f16.ts";
 import { quantizeQ4_0Into, quantizeQ8_0Into } from "../../reference/quant.ts";
 import { encodeQ4_K, encodeQ5_K, encodeQ6_K } from "./_kquant_encode.ts";
+import { encodeQ4_1, encodeQ5_0, encodeQ5_1 } from "./_legacy_encode.ts";
 import {
   assertF32,
   assertMinLength,
@@ -23,8 +26,8 @@ import type { GgmlTypeInfo } from "./types.ts";
 type Encoder = (x: Float32Array, out: Uint8Array) => void;
 
 /**
- * Tells whether {@link quantizeRow} handles a type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and
- * Q6_K.
+ * Tells whether {@link quantizeRow} handles a type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q4_K, Q5_K and Q6_K.
  *
  * @example
  * ```ts
@@ -33,6 +36,7 @@ type Encoder = (x: Float32Array, out: Uint8Array) => void;
  * import assert from "node:assert/strict";
  *
  * assert.equal(quantizeSupported(ggmlTypeByName("Q8_0")!), true);
+ * assert.equal(quantizeSupported(ggmlTypeByName("Q5_1")!), true);
  * assert.equal(quantizeSupported(ggmlTypeByName("Q4_K")!), true);
  * assert.equal(quantizeSupported(ggmlTypeByName("Q3_K")!), false); // dequantize only
  * ```
@@ -57,6 +61,17 @@ export function quantizeSupported(type: GgmlTypeInfo): boolean {
  *   16 bits with the quiet bit set.
  * - Q8_0, Q4_0: `quantize_row_q8_0_ref` / `quantize_row_q4_0_ref` (see cflow's
  *   `reference/quant.ts`); NaN and ±Infinity inputs are rejected.
+ * - Q4_1, Q5_0, Q5_1: `quantize_row_q4_1_ref` / `quantize_row_q5_0_ref` /
+ *   `quantize_row_q5_1_ref` of ggml-quants.c (same llama.cpp commit as the K-quants below), per
+ *   block of 32 in f32 arithmetic rounded as ggml's x86-64 build rounds it. Q4_1 / Q5_1:
+ *   `d = (max - min) / 15` (resp. `/ 31`), `q = trunc((x - min) / d + 0.5)` (via `id = 1 / d`),
+ *   clamped to 15 for Q4_1; stored `f16 d, f16 min`. Q5_0: `max` is the first element of the
+ *   largest `|x|`, `d = max / -16`, `q = min(31, trunc(x / d + 16.5))`. Among equal values
+ *   (±0 too) the first one of the block is the min / max, so the sign of a zero min is the
+ *   first zero's, as in C (gguf-py may pick the other zero; its bytes differ only there). Checked
+ *   byte for byte against gguf-py (`tests/fixtures/ggml_quant/`). NaN and ±Infinity inputs are
+ *   rejected before anything is written; where `1 / d` overflows (a block whose range or `|max|`
+ *   is below ~1e-37), the quants are stored as 0 like ggml's scalar C code on x86.
  * - Q4_K, Q5_K, Q6_K: `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref` /
  *   `quantize_row_q6_K_ref` of ggml-quants.c (llama.cpp commit 0c1e570, vendored by PyPI
  *   llama_cpp_python 0.3.36), the functions llama.cpp's quantizer runs for a tensor without an
@@ -81,6 +96,19 @@ export function quantizeSupported(type: GgmlTypeInfo): boolean {
  * assert.ok(back.every((v, i) => Math.abs(v - x[i]) < 0.003));
  * ```
  *
+ * @example Quantize a row to Q5_0 and read the layout
+ * ```ts
+ * import { dequantizeRow, quantizeRow } from "./mod.ts";
+ * import { ggmlTypeByName } from "./types.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const q50 = ggmlTypeByName("Q5_0")!;
+ * const x = new Float32Array(32).map((_, j) => j - 16); // max = -16: d = 1
+ * const bytes = quantizeRow(q50, x); // f16 d, u32 qh (5th bits), 16 bytes of nibbles
+ * assert.deepEqual([...bytes.subarray(0, 6)], [0x00, 0x3c, 0x00, 0x00, 0xff, 0xff]);
+ * assert.deepEqual([...dequantizeRow(q50, bytes, 32)], [...x]);
+ * ```
+ *
  * @example Round-trip through BF16
  * ```ts
  * import { dequantizeRow, quantizeRow } from "./mod.ts";
@@ -100,8 +128,8 @@ export function quantizeSupported(type: GgmlTypeInfo): boolean {
  * @throws {TypeError} If `type` is not a type-info object, `x` not a Float32Array or `out` not
  * a Uint8Array.
  * @throws {RangeError} If `type` is unknown, does not match ggml's table or is not supported,
- * `x.length` is not a whole number of blocks, `out` is too short, or (Q8_0, Q4_0, Q4_K, Q5_K,
- * Q6_K) `x` holds a NaN or ±Infinity.
+ * `x.length` is not a whole number of blocks, `out` is too short, or (every type but F32, F16
+ * and BF16) `x` holds a NaN or ±Infinity.
  */
 export function quantizeRow(type: GgmlTypeInfo, x: Float32Array, out?: Uint8Array): Uint8Array {
   const fn = "quantizeRow";
@@ -169,21 +197,22 @@ function encodeBF16(x: Float32Array, out: Uint8Array): void {
   }
 }
 
-/** A K-quant encoder for whole 256-value blocks that first rejects non-finite inputs. */
-function kquant(
+/** An encoder for whole blocks of `blockSize` values that first rejects non-finite inputs. */
+function finiteOnly(
   name: string,
+  blockSize: number,
   encode: (x: Float32Array, out: Uint8Array, nBlocks: number) => void,
 ): Encoder {
   return (x, out) => {
     for (let i = 0; i < x.length; i++) {
       if (!Number.isFinite(x[i])) {
         throw new RangeError(
-          `quantizeRow: ${name} block ${Math.floor(i / 256)} contains a non-finite value ` +
+          `quantizeRow: ${name} block ${Math.floor(i / blockSize)} contains a non-finite value ` +
             `${x[i]} at index ${i}`,
         );
       }
     }
-    encode(x, out, x.length / 256);
+    encode(x, out, x.length / blockSize);
   };
 }
 
@@ -193,7 +222,10 @@ const ENCODERS: ReadonlyMap<number, Encoder> = new Map<number, Encoder>([
   [30, encodeBF16],
   [8, (x, out) => void quantizeQ8_0Into(x, out)],
   [2, (x, out) => void quantizeQ4_0Into(x, out)],
-  [12, kquant("Q4_K", encodeQ4_K)],
-  [13, kquant("Q5_K", encodeQ5_K)],
-  [14, kquant("Q6_K", encodeQ6_K)],
+  [3, finiteOnly("Q4_1", 32, encodeQ4_1)],
+  [6, finiteOnly("Q5_0", 32, encodeQ5_0)],
+  [7, finiteOnly("Q5_1", 32, encodeQ5_1)],
+  [12, finiteOnly("Q4_K", 256, encodeQ4_K)],
+  [13, finiteOnly("Q5_K", 256, encodeQ5_K)],
+  [14, finiteOnly("Q6_K", 256, encodeQ6_K)],
 ]);

@@ -41,8 +41,20 @@ function hex(b: number, width = 4): string {
   return "0x" + b.toString(16).padStart(width, "0");
 }
 
-Deno.test("quantizeSupported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K only", () => {
-  const yes = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"];
+Deno.test("quantizeSupported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and K-quants", () => {
+  const yes = [
+    "F32",
+    "F16",
+    "BF16",
+    "Q8_0",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+  ];
   for (const id of [0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 30]) {
     const t = ggmlType(id)!;
     assert.equal(quantizeSupported(t), yes.includes(t.name), t.name);
