@@ -75,9 +75,9 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       name: "quant",
       type: "string",
       arg: "Q",
-      values: ["auto", "q4_0", "q8_0", "f32"],
+      values: ["auto", "q4_0", "q8_0", "f32", "q4_k_m", "q5_k_m", "q6_k"],
       help:
-        "type of the cached conversion of a GGUF/HF model: auto (default for GGUF: every tensor kept in its own type) | q4_0 (default for HF folders) | q8_0 | f32",
+        "type of the cached conversion of a GGUF/HF model: auto (default for GGUF: every tensor kept in its own type) | q4_0 (default for HF folders) | q8_0 | f32 | q4_k_m | q5_k_m | q6_k (llama.cpp's K-quant file types and rules)",
     },
     {
       name: "ctx",
@@ -383,7 +383,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "format",
       [
         "quant",
-        "weight type: auto (default for GGUF and .cflow/.vflow: each tensor keeps its type) | q4_0 (default for HF folders) | q8_0 | f32",
+        "weight type: auto (default for GGUF and .cflow/.vflow: each tensor keeps its type) | q4_0 (default for HF folders) | q8_0 | f32 | q4_k_m | q5_k_m | q6_k (llama.cpp's file types: its rules choose each tensor's type, its reference quantizers write the blocks)",
       ],
       "q4-rule",
       "output-quant",

@@ -278,6 +278,9 @@ function str(p: Parsed, name: string): string | undefined {
   return typeof v === "string" ? v : undefined;
 }
 
+/** The values of --quant. */
+const QUANTS = ["auto", "q4_0", "q8_0", "f32", "q4_k_m", "q5_k_m", "q6_k"] as const;
+
 /** True when `path` names a folder (a Hugging Face checkpoint); false for files and errors. */
 function isFolder(path: string): boolean {
   try {
@@ -361,10 +364,11 @@ export async function main(args: string[]): Promise<number> {
         if (format !== "cflow" && format !== "vflow") {
           throw new UsageError(`--format must be cflow or vflow, not '${format}'`);
         }
-        const quant = str(p, "quant") ?? (isFolder(input) ? "q4_0" : "auto");
-        if (quant !== "auto" && quant !== "q4_0" && quant !== "q8_0" && quant !== "f32") {
-          throw new UsageError(`--quant must be auto, q4_0, q8_0 or f32, not '${quant}'`);
-        }
+        const quant = choice(
+          str(p, "quant") ?? (isFolder(input) ? "q4_0" : "auto"),
+          "--quant",
+          QUANTS,
+        );
         const rule = str(p, "q4-rule") ?? "ggml";
         if (rule !== "ggml" && rule !== "paper") {
           throw new UsageError(`--q4-rule must be ggml or paper, not '${rule}'`);
@@ -411,7 +415,7 @@ export async function main(args: string[]): Promise<number> {
           kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
           quant: str(p, "quant") === undefined
             ? undefined
-            : choice(str(p, "quant")!, "--quant", ["auto", "q4_0", "q8_0", "f32"] as const),
+            : choice(str(p, "quant")!, "--quant", QUANTS),
           packed: choice(str(p, "packed") ?? "auto", "--packed", ["auto", "on", "off"] as const),
           evict: choice(
             str(p, "evict") ?? "after-pack",

@@ -25,6 +25,9 @@ import {
   tileTypeName,
 } from "../formats/cflow/tile.ts";
 import type { ModelSource, SourceTensor } from "./model_source.ts";
+import { GGUF_NAMES, tensorName } from "../arch/mod.ts";
+import { ggmlTypeByName, quantizeSupported } from "../formats/ggml/mod.ts";
+import { type KQuantScheme, kquantTensorTypes } from "./kquant_rules.ts";
 import { dequantizeRows, type Q4Rule, quantizeRows } from "./quantize_rules.ts";
 
 /**
@@ -36,7 +39,7 @@ import { dequantizeRows, type Q4Rule, quantizeRows } from "./quantize_rules.ts";
  * const q: TargetQuant = "q4_0";
  * ```
  */
-export type TargetQuant = "auto" | "q4_0" | "q8_0" | "f32";
+export type TargetQuant = "auto" | "q4_0" | "q8_0" | "f32" | KQuantScheme;
 
 /**
  * Conversion options.
@@ -52,7 +55,11 @@ export interface BuildOptions {
    * Target weight type. `"auto"` keeps every matrix in its source type when
    * that is a tile type (Q4_0, Q8_0, F32, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
    * Q6_K, F16, BF16: a lossless copy of its blocks) and stores the others
-   * (Q2_K, Q3_K, the IQ types, ...) as Q8_0.
+   * (Q2_K, Q3_K, the IQ types, ...) as Q8_0. `"q4_k_m"`, `"q5_k_m"`,
+   * `"q6_k"`: llama.cpp's file types, each matrix in the type llama.cpp's
+   * quantizer gives it (`kquant_rules.ts`: Q6_K for some `attn_v` and
+   * `ffn_down`, the fallbacks for widths that are not a multiple of 256),
+   * quantized as ggml's reference quantizers do.
    */
   quant: TargetQuant;
   /**
@@ -62,7 +69,7 @@ export interface BuildOptions {
    * higher precision, Q8_0 in a Q4_0 file unless the source already stores it
    * as Q4_0; otherwise `quant`.
    */
-  outputQuant?: TargetQuant | "auto";
+  outputQuant?: "auto" | "q4_0" | "q8_0" | "f32";
   /** Q4 rounding rule. */
   rule: Q4Rule;
   /** Measure RMS and max-abs error of every requantized matrix. */
@@ -97,7 +104,60 @@ export interface MatrixReport {
   maxAbs?: number;
 }
 
-const TYPE_OF: Record<Exclude<TargetQuant, "auto">, number> = {
+const K_SCHEMES: readonly string[] = ["q4_k_m", "q5_k_m", "q6_k"];
+
+/**
+ * The tile type llama.cpp's quantizer gives each matrix of the model under a
+ * K-quant scheme, by GGUF tensor name (experts: the 3-D tensor's name).
+ */
+function kquantTypes(source: ModelSource, scheme: KQuantScheme): Map<string, number> {
+  const h = source.hyper;
+  const list: { name: string; dims: number[] }[] = [];
+  const add = (role: Role, layer: number) => {
+    const t = source.tensor(role, layer, role.startsWith("expert_") ? 0 : undefined);
+    if (t === undefined || t.rows <= 1) return;
+    const dims = role.startsWith("expert_") ? [t.cols, t.rows, h.experts] : [t.cols, t.rows];
+    list.push({ name: tensorName(GGUF_NAMES[role], layer), dims });
+  };
+  const tiledRoles: Role[] = [
+    "q",
+    "k",
+    "v",
+    "o",
+    "gate",
+    "up",
+    "down",
+    "expert_gate",
+    "expert_up",
+    "expert_down",
+    "shared_gate",
+    "shared_up",
+    "shared_down",
+  ];
+  // llama.cpp's order: the embedding first, blocks in order, the output last.
+  add("token_embd", 0);
+  for (let l = 0; l < h.layers; l++) for (const role of tiledRoles) add(role, l);
+  if (!h.tiedEmbeddings) add("output", 0);
+  const types = kquantTensorTypes(scheme, list, {
+    arch: h.architecture,
+    nLayer: h.layers,
+    nExpert: h.experts,
+  });
+  const out = new Map<string, number>();
+  list.forEach((t, i) => {
+    const g = types[i];
+    const id = g === undefined ? undefined : TILE_TYPE[g.name as TileTypeName];
+    if (g !== undefined && id === undefined) {
+      throw new RangeError(
+        `${source.path}: ${scheme} gives ${t.name} type ${g.name}, not a tile type`,
+      );
+    }
+    if (id !== undefined) out.set(t.name, id);
+  });
+  return out;
+}
+
+const TYPE_OF: Record<"q4_0" | "q8_0" | "f32", number> = {
   q4_0: TILE_TYPE.Q4_0,
   q8_0: TILE_TYPE.Q8_0,
   f32: TILE_TYPE.F32,
@@ -164,8 +224,15 @@ export function buildModelWeights(
 ): ModelWeights {
   const h = source.hyper;
   const auto = options.quant === "auto";
+  const kTypes = K_SCHEMES.includes(options.quant)
+    ? kquantTypes(source, options.quant as KQuantScheme)
+    : undefined;
   /** The tile type of a matrix: the output matrix's may differ (see BuildOptions.outputQuant). */
-  const typeOf = (role: Role, t: SourceTensor): number => {
+  const typeOf = (role: Role, t: SourceTensor, layer: number): number => {
+    if (kTypes !== undefined) {
+      // llama.cpp's choice covers the output matrix too.
+      return kTypes.get(tensorName(GGUF_NAMES[role], layer)) ?? autoType(t.typeName);
+    }
     const baseType = auto ? autoType(t.typeName) : TYPE_OF[options.quant as "q4_0"];
     const output = role === "output" || (role === "token_embd" && h.tiedEmbeddings);
     const choice = options.outputQuant;
@@ -192,11 +259,15 @@ export function buildModelWeights(
     if (t === undefined) return undefined;
     const slice = t.experts > 0 ? expert ?? 0 : undefined;
     if (t.rows !== rows || t.cols !== cols) throw shapeError(source, t, rows, cols);
-    const type = typeOf(role, t);
+    const type = typeOf(role, t, layer);
     const typeName = tileTypeName(type)!;
     const lossless = t.rawRows !== undefined && typeName === t.typeName &&
       (type !== TILE_TYPE.Q4_0 || options.rule === "ggml");
-    if (!lossless && type !== TILE_TYPE.Q4_0 && type !== TILE_TYPE.Q8_0 && type !== TILE_TYPE.F32) {
+    const ggml = ggmlTypeByName(typeName);
+    if (
+      !lossless && type !== TILE_TYPE.Q4_0 && type !== TILE_TYPE.Q8_0 && type !== TILE_TYPE.F32 &&
+      (ggml === undefined || !quantizeSupported(ggml))
+    ) {
       throw new RangeError(
         `${source.path}: ${t.name} (${t.typeName}) cannot be requantized to ${typeName}`,
       );

@@ -17,7 +17,12 @@
 
 import { f32ToF16Bits, quantizeQ4_0Into, quantizeQ8_0Into } from "../reference/mod.ts";
 import { rowBytes, TILE_TYPE, tileTypeName } from "../formats/cflow/tile.ts";
-import { dequantizeRow, ggmlTypeByName } from "../formats/ggml/mod.ts";
+import {
+  dequantizeRow,
+  ggmlTypeByName,
+  quantizeRow,
+  quantizeSupported,
+} from "../formats/ggml/mod.ts";
 
 /**
  * Q4 rounding rules.
@@ -67,6 +72,19 @@ export function quantizeRows(
   rule: Q4Rule,
 ): Uint8Array {
   if (type === TILE_TYPE.F32) return new Uint8Array(x.slice(0, rows * cols).buffer);
+  if (type !== TILE_TYPE.Q4_0 && type !== TILE_TYPE.Q8_0) {
+    // The other tile types are ggml rows: ggml's own quantizers (formats/ggml), row by row.
+    const ggml = ggmlTypeByName(tileTypeName(type) ?? "");
+    if (ggml === undefined || !quantizeSupported(ggml) || cols % ggml.blockSize !== 0) {
+      throw new RangeError(`quantizeRows: cannot quantize ${cols} columns to tile type ${type}`);
+    }
+    const rb = rowBytes(type, cols);
+    const out = new Uint8Array(rows * rb);
+    for (let r = 0; r < rows; r++) {
+      quantizeRow(ggml, x.subarray(r * cols, (r + 1) * cols), out.subarray(r * rb, (r + 1) * rb));
+    }
+    return out;
+  }
   const groups = Math.ceil(cols / 32);
   const blockBytes = type === TILE_TYPE.Q4_0 ? 18 : 34;
   const out = new Uint8Array(rows * groups * blockBytes);

@@ -282,7 +282,7 @@ Deno.test("cflow completions bash: a real bash completes commands, options and v
     COMMANDS.map((c) => c.name),
     ["generate"],
     ["--threads", "--temperature", "--top-k", "--top-p", "--truncate", "--template"],
-    ["auto", "q4_0", "q8_0", "f32"],
+    ["auto", "q4_0", "q8_0", "f32", "q4_k_m", "q5_k_m", "q6_k"],
     ["f32"],
     ["--threads", "--json", "--help", "--version"],
     ["cflow", "vflow"],

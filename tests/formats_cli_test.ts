@@ -66,7 +66,8 @@ Deno.test({
         assert.equal(conv.stderr, "", "piped, convert prints no progress");
         const r = await json(["inspect", out, "--json"]);
         assert.equal(r.format, format);
-        assert.equal(r.version, format === "cflow" ? 5 : 1);
+        // --quant auto keeps the file's Q4_1 tiles: a type of .cflow 6 / .vflow 2.
+        assert.equal(r.version, format === "cflow" ? 6 : 2);
         assert.equal(r.header_bytes, format === "cflow" ? 88 : 64);
         for (
           const k of [
@@ -89,7 +90,7 @@ Deno.test({
         }
         assert.equal(r.tile_rows, 128);
         assert.equal(r.tile_cols, 256);
-        assert.equal(r.tile_bytes, 18448);
+        assert.equal(r.tile_bytes, 20496); // a full 128 x 256 Q4_1 tile
         assert.equal(r.checksums_ok, true);
         // Every GGUF tensor is present with its shape (tied embeddings: no output).
         assert.equal(r.tensors.length, gguf.tensors.length);
