@@ -442,7 +442,9 @@ export async function runPerplexity(args: ModelArgs & { file: string }): Promise
   const text = new TextDecoder("utf-8", { fatal: true }).decode(await Deno.readFile(args.file));
   const { model, tokenizer } = await openSession(args, 512);
   try {
-    const tokens = tokenizer.encode(text, { addSpecial: false, parseSpecial: false });
+    // As llama-perplexity tokenizes (add_special = true): a model that adds BOS gets one before
+    // the text too, so the chunks are cut from the same token stream.
+    const tokens = tokenizer.encode(text, { addSpecial: true, parseSpecial: false });
     const ctx = args.ctx ?? Math.min(512, model.contextLength);
     const start = performance.now();
     const r = perplexity(
