@@ -137,6 +137,9 @@ async function main(job: CflowJob): Promise<Record<string, unknown>> {
       return {
         ...info,
         converted,
+        textIds: job.text === undefined
+          ? undefined
+          : tokenizer.encode(job.text, { addSpecial: false, parseSpecial: false }),
         resolveMs,
         fileBytes: (await Deno.stat(path)).size,
         config: {

@@ -39,6 +39,10 @@ Deno.test("agreement: both criteria, decided positions, and the random-weights r
   assert.equal(one.pass, true);
   // A split at an undecided position too many: 90% overall.
   assert.equal(agreement(ref, cflow([15, 16], 0.01)).pass, false);
+  // ...unless llama.cpp agrees with itself no better in the same run (90% or 85%).
+  assert.equal(agreement(ref, cflow([15, 16], 0.01), "trained", undefined, 0.9).pass, true);
+  assert.equal(agreement(ref, cflow([15, 16], 0.01), "trained", undefined, 0.95).pass, false);
+  assert.equal(agreement(ref, cflow([14, 15, 16], 0.01), "trained", undefined, 0.9).pass, false);
   // One split at a decided position: 90% there.
   const decided = agreement(ref, cflow([3], 0.01));
   assert.equal(decided.decidedShare, 0.9);
