@@ -1,14 +1,18 @@
 /**
  * cflow against llama.cpp, side by side, on the same GGUF files, in one run:
  *
- *   deno task bench:vs-llama [--models smollm2-q4_0,smollm2-q8_0,random-1b-q4_0]
+ *   deno task bench:vs-llama [--models qwen15b-q4_k_m,gemma3-q4_k_m,smollm2-q4_1,smollm2-q4_0,...]
  *     [--threads 1,2] [--reps 5] [--seed N] [--quick] [--pp 512] [--tg 128]
  *     [--agree-tokens 512] [--ctx 1024] [--llama-flash-attention auto|on|off]
  *     [--llama-cpu NAME]
  *     [--stream-mib 256] [--gate-only] [--out FILE]
  *
- * Models (all made locally, never committed, into the git-ignored cache/models/):
+ * Models (fetched or made locally, never committed, into the git-ignored cache/models/):
  *
+ * - `qwen15b-q4_k_m`, `gemma3-q4_k_m`, `smollm2-q4_1`: the real GGUFs as users download them
+ *   (scripts/fetch-models.sh qwen15b, gemma3, smollm2; Q4_K_M files mix Q4_K, Q6_K, Q5_0 and
+ *   Q8_0), converted by cflow with `--quant auto`, every tensor kept in its own type. Qwen and
+ *   Gemma read the fixture text in their own vocabularies (`ownTokens`).
  * - `smollm2-q4_0`, `smollm2-q8_0`: SmolLM2-135M-Instruct requantized from the fetched Q4_1
  *   GGUF by scripts/derive-models.ts (sha256 pinned there). Every matrix is Q4_0 (Q8_0), so
  *   cflow's conversion re-tiles the bytes losslessly and both engines run identical weights.
