@@ -97,6 +97,7 @@ inline fn readF32(p: [*]const u8) f32 {
 /// One stripe of a whole-block type: `tr` rows by `cols` columns in column
 /// tiles of 256, for tokens [0, n_tok).
 fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act: [*]const u8, act_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize) void {
+    @setEvalBranchQuota(20000);
     const E = comptime Block.elements(b);
     const BB = comptime Block.bytes(b);
     const subs = comptime E / 32;
@@ -159,6 +160,7 @@ fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act
 /// decoded as vectors once, times the 8 activation scales in one multiply;
 /// the offset terms kept per sub-block lane and summed once per row.
 inline fn kRows(comptime b: Block, body: [*]const u8, tr: usize, nb: usize, c0: usize, act: [*]const u8, act_stride: usize, nt: usize, so: usize, su: usize, y: [*]f32, y_stride: usize) void {
+    @setEvalBranchQuota(20000);
     const BB = comptime Block.bytes(b);
     const K = blocks.KScales(b);
     for (0..tr) |r| {
@@ -273,6 +275,7 @@ fn floatStripe(comptime t: blocks.TileType, base: [*]const u8, tr: usize, cols: 
 /// holds n_tok rows `act_stride` bytes apart: ActRows for the quantized
 /// types, f32 values for F16/BF16.
 pub fn blockStripe(t: blocks.TileType, base: [*]const u8, tr: usize, cols: usize, act: [*]const u8, act_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize) void {
+    @setEvalBranchQuota(20000);
     assert(n_tok >= 1);
     switch (t) {
         inline .q4_1, .q5_0, .q5_1, .q4_k, .q5_k, .q6_k => |tt| quantStripe(comptime blocks.asBlock(tt).?, base, tr, cols, act, act_stride, n_tok, y, y_stride),
