@@ -470,6 +470,33 @@ export const COMMANDS: readonly CommandSpec[] = [
     ],
   },
   {
+    name: "list",
+    positionals: "none",
+    summary: "list the cache's models and conversions, with sizes and quantization",
+    description:
+      "Every model in models/ of the user cache (its alias or hf: reference when known, else\n" +
+      "its file name; size; sha256 as pull recorded it; source) and every .cflow conversion in\n" +
+      "converted/ (the model it came from, the --quant it was made with, the tile types it\n" +
+      "holds, read from its header and block directories; size).",
+    options: [[
+      "json",
+      "print one JSON array of models and conversions (kind, name, path, size, ...)",
+    ]],
+    examples: ["cflow list", "cflow list --json"],
+  },
+  {
+    name: "rm",
+    args: "NAME",
+    positionals: "refs",
+    summary: "remove a model from the cache, with every conversion made from it",
+    description:
+      "NAME is an alias, an hf: reference or a file name in models/, as 'cflow list' shows it.\n" +
+      "A link is removed, never what it leads to; conversions being written are left alone.\n" +
+      "Prints what was removed and its size; an unknown NAME exits 1.",
+    options: [["json", "print the removed files (kind, name, path, size) as JSON"]],
+    examples: ["cflow rm smollm2", "cflow rm hf:bartowski/SmolLM2-135M-Instruct-GGUF:Q4_0 --json"],
+  },
+  {
     name: "doctor",
     positionals: "none",
     summary: "show the toolchain, CPU features, kernel variant, library and threads",

@@ -19,7 +19,7 @@ import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { progressBar } from "./progress.ts";
 import { EXIT } from "./exit_codes.ts";
-import { modelArgument } from "./paths.ts";
+import { resolveModelArgument } from "./paths.ts";
 
 /** A command-line mistake (exit status 2, `EXIT.USAGE`). */
 export class UsageError extends Error {
@@ -60,7 +60,7 @@ export interface Session {
  * the cache on first use, with a progress bar when stderr is a terminal.
  */
 export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): Promise<string> {
-  return await resolveModel(modelArgument(args.model), {
+  return await resolveModel(await resolveModelArgument(args.model), {
     quant: args.quant,
     progress: progressBar({ label: "converting" }),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),

@@ -19,6 +19,7 @@ import { readStdinText, runChat, runGenerate, runPerplexity, UsageError } from "
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
 import { runAnalyze } from "./analyze.ts";
+import { runList, runRm } from "./models.ts";
 import {
   commandOptions,
   COMMANDS,
@@ -501,6 +502,10 @@ export async function main(args: string[]): Promise<number> {
       }
       case "pull":
         return await runPull(positionals.slice(1), { json, offline: flag(p, "offline") });
+      case "list":
+        return await runList(positionals.slice(1), { json });
+      case "rm":
+        return await runRm(positionals.slice(1), { json });
       case "analyze": {
         const files = positionals.slice(1);
         if (files.length > 0) openKernels(options);

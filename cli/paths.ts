@@ -10,6 +10,9 @@
 import { modelsDir as cacheModelsDir } from "../runtime/cache_paths.ts";
 import { ALIASES, parseSpec, type PypiSpec } from "../pull/parse_spec.ts";
 import { pypiDestination } from "../pull/pull_pypi.ts";
+import { pullHf } from "../pull/pull_hf.ts";
+import { NotCachedError, SpecError } from "../pull/errors.ts";
+import type { HfSpec } from "../pull/parse_spec.ts";
 
 /** File name of the default model (SmolLM2-135M-Instruct, GGUF Q4_1; `cflow pull smollm2`). */
 const DEFAULT_MODEL_FILE = "smollm2-135m-instruct.Q4_1.gguf";
@@ -98,4 +101,67 @@ function pathExists(path: string): boolean {
     if (error instanceof Deno.errors.NotFound) return false;
     throw error;
   }
+}
+
+/**
+ * True for a Hugging Face reference (`hf:`, `hf://`, `huggingface:`), as `cflow pull` takes them.
+ *
+ * @example
+ * ```ts
+ * import { isHfReference } from "./paths.ts";
+ * console.log(isHfReference("hf:org/repo:Q4_0"), isHfReference("model.gguf")); // true false
+ * ```
+ */
+export function isHfReference(value: string): boolean {
+  return /^(hf:|huggingface:)/.test(value);
+}
+
+/**
+ * The file (or folder) an `hf:ORG/REPO[:QUANT|:FILE]` reference was pulled into under the
+ * models folder `dir`, found from what `cflow pull` recorded there, without the network.
+ * Throws an error saying to run `cflow pull REF` first when it is not there, and one naming
+ * the reference when it is malformed.
+ *
+ * @example
+ * ```ts ignore
+ * import { hfModelPath } from "./paths.ts";
+ * console.log(await hfModelPath("hf:bartowski/SmolLM2-135M-Instruct-GGUF:Q4_0", "/c/models"));
+ * // "/c/models/hf/bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_0.gguf"
+ * ```
+ */
+export async function hfModelPath(value: string, dir?: string): Promise<string> {
+  let spec: HfSpec;
+  try {
+    spec = parseSpec(value) as HfSpec;
+  } catch (error) {
+    if (error instanceof SpecError) {
+      throw new Error(`model store: ${error.message.replace(/^pull: /, "")}`);
+    }
+    throw error;
+  }
+  try {
+    return (await pullHf(spec, value, { cacheDir: dir ?? modelsDir(), offline: true })).path;
+  } catch (error) {
+    if (error instanceof NotCachedError || error instanceof SpecError) {
+      throw new Error(
+        `model store: ${value} is not in the cache (${
+          dir ?? modelsDir()
+        }): run 'cflow pull ${value}' first`,
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * {@link modelArgument}, and an `hf:` reference as {@link hfModelPath} finds it.
+ *
+ * @example
+ * ```ts
+ * import { resolveModelArgument } from "./paths.ts";
+ * console.log(await resolveModelArgument("some/model.gguf")); // "some/model.gguf"
+ * ```
+ */
+export async function resolveModelArgument(value: string, dir?: string): Promise<string> {
+  return isHfReference(value) ? await hfModelPath(value, dir) : modelArgument(value, dir);
 }
