@@ -428,13 +428,10 @@ export function checkModelName(name: string): void {
   }
   // deno-lint-ignore no-control-regex
   if (name === "" || /[\/\\\u0000-\u001f\u007f]/.test(name) || name.startsWith(".")) {
+    // deno-lint-ignore no-control-regex
+    const shown = name.replace(/[\u0000-\u001f\u007f]/g, "?");
     throw new UsageError(
-      `rm: "${
-        // deno-lint-ignore no-control-regex
-        name.replace(
-          /[\u0000-\u001f\u007f]/g,
-          "?",
-        )}" is not a model name: give an alias, an hf: reference or a file name in the cache's models/ (see 'cflow list')`,
+      `rm: "${shown}" is not a model name: give an alias, an hf: reference or a file name in the cache's models/ (see 'cflow list')`,
     );
   }
 }
