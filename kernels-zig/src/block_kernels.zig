@@ -107,6 +107,34 @@ fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act
     const ng = cols / qk;
     const so = packing.ActRow.scalesOffset(ng);
     const su = packing.ActRow.sumsOffset(ng);
+    if (comptime subs == 8) {
+        // K-quants: each row's sums are kept as vectors across the stripe's
+        // tiles (read in file order) and reduced once per row at the end.
+        var t0: usize = 0;
+        while (t0 < n_tok) : (t0 += token_group) {
+            const nt = @min(token_group, n_tok - t0);
+            var rows_acc: [token_group][packing.tile_rows]V8f32 = undefined;
+            var rows_off: [token_group][packing.tile_rows]V8f32 = undefined;
+            for (0..nt) |i| {
+                @memset(rows_acc[i][0..tr], @splat(0));
+                @memset(rows_off[i][0..tr], @splat(0));
+            }
+            var at: usize = 0;
+            var k0: usize = 0;
+            while (k0 < cols) : (k0 += packing.tile_cols) {
+                const nb = @min(packing.tile_cols, cols - k0) / E;
+                kRows(b, base + at + packing.tile_header_bytes, tr, nb, k0, act + t0 * act_stride, act_stride, nt, so, su, &rows_acc, &rows_off);
+                at += packing.tile_header_bytes + tr * nb * BB;
+            }
+            for (0..nt) |i| {
+                for (0..tr) |r| {
+                    const o: f32 = if (comptime b == .q6_k) 0 else hsum(rows_off[i][r]);
+                    y[(t0 + i) * y_stride + r] = hsum(rows_acc[i][r]) + o;
+                }
+            }
+        }
+        return;
+    }
     for (0..n_tok) |t| @memset(y[t * y_stride ..][0..tr], 0);
     var pos: usize = 0;
     var c0: usize = 0;
@@ -117,10 +145,6 @@ fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act
         var t0: usize = 0;
         while (t0 < n_tok) : (t0 += token_group) {
             const nt = @min(token_group, n_tok - t0);
-            if (comptime subs == 8) {
-                kRows(b, body, tr, nb, c0, act + t0 * act_stride, act_stride, nt, so, su, y + t0 * y_stride, y_stride);
-                continue;
-            }
             for (0..tr) |r| {
                 var acc: [token_group]V8f32 = @splat(@splat(0));
                 var off: [token_group]f32 = @splat(0);
@@ -158,8 +182,8 @@ fn quantStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize, act
 /// The rows of one K-quant tile (one or more 256-weight super-blocks per row)
 /// for nt <= token_group tokens: per super-block, its 8 scales and offsets
 /// decoded as vectors once, times the 8 activation scales in one multiply;
-/// the offset terms kept per sub-block lane and summed once per row.
-inline fn kRows(comptime b: Block, body: [*]const u8, tr: usize, nb: usize, c0: usize, act: [*]const u8, act_stride: usize, nt: usize, so: usize, su: usize, y: [*]f32, y_stride: usize) void {
+/// the tile's sums (and offset terms, per sub-block lane) added to the row's.
+inline fn kRows(comptime b: Block, body: [*]const u8, tr: usize, nb: usize, c0: usize, act: [*]const u8, act_stride: usize, nt: usize, so: usize, su: usize, rows_acc: *[token_group][packing.tile_rows]V8f32, rows_off: *[token_group][packing.tile_rows]V8f32) void {
     @setEvalBranchQuota(20000);
     const BB = comptime Block.bytes(b);
     const K = blocks.KScales(b);
@@ -195,8 +219,8 @@ inline fn kRows(comptime b: Block, body: [*]const u8, tr: usize, nb: usize, c0: 
             }
         }
         for (0..nt) |i| {
-            const o: f32 = if (comptime b == .q6_k) 0 else hsum(off[i]);
-            y[i * y_stride + r] += hsum(acc[i]) + o;
+            rows_acc[i][r] += acc[i];
+            rows_off[i][r] += off[i];
         }
     }
 }
@@ -342,17 +366,20 @@ fn referenceStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize,
     const BB = comptime Block.bytes(b);
     const ng = cols / qk;
     @memset(y, 0);
-    var pos: usize = 0;
-    var c0: usize = 0;
-    while (c0 < cols) : (c0 += packing.tile_cols) {
-        const tc = @min(packing.tile_cols, cols - c0);
-        const nb = tc / E;
-        for (0..n_tok) |t| {
-            const row = act + t * stride;
-            for (0..tr) |r| {
+    for (0..n_tok) |t| {
+        const row = act + t * stride;
+        for (0..tr) |r| {
+            // K-quants add each tile's lanes (sums, and offset terms per sub-block lane) to the
+            // row's and reduce once at the end; the others reduce tile by tile.
+            var row_acc = [_]f32{0} ** 8;
+            var row_off = [_]f32{0} ** 8;
+            var pos: usize = 0;
+            var c0: usize = 0;
+            while (c0 < cols) : (c0 += packing.tile_cols) {
+                const tc = @min(packing.tile_cols, cols - c0);
+                const nb = tc / E;
                 var acc = [_]f32{0} ** 8;
                 var off: f32 = 0;
-                // K-quants keep each sub-block's offset terms in its own lane.
                 var off_lanes = [_]f32{0} ** 8;
                 for (0..nb) |kb| {
                     const blk = base + pos + packing.tile_header_bytes + (r * nb + kb) * BB;
@@ -373,11 +400,21 @@ fn referenceStripe(comptime b: Block, base: [*]const u8, tr: usize, cols: usize,
                         }
                     }
                 }
-                if (E == 256 and !Block.signed(b)) off = treeSum(off_lanes);
-                y[t * tr + r] += treeSum(acc) + off;
+                if (E == 256) {
+                    for (0..8) |l| {
+                        row_acc[l] += acc[l];
+                        row_off[l] += off_lanes[l];
+                    }
+                } else {
+                    y[t * tr + r] += treeSum(acc) + off;
+                }
+                pos += packing.tile_header_bytes + tr * nb * BB;
+            }
+            if (E == 256) {
+                const o: f32 = if (Block.signed(b)) 0 else treeSum(row_off);
+                y[t * tr + r] = treeSum(row_acc) + o;
             }
         }
-        pos += packing.tile_header_bytes + tr * nb * BB;
     }
 }
 
