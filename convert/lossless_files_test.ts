@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { LAYER_ROLES, type Role } from "../arch/mod.ts";
-import { MODELS_DIR } from "../tests/util/test_models.ts";
+import { isFile, MODELS_DIR } from "../tests/util/test_models.ts";
 import { convertFile } from "./convert_file.ts";
 import { openGgufSource } from "./gguf_source.ts";
 import { openTiledSource } from "./tiled_source.ts";
@@ -29,17 +29,9 @@ async function sha256(values: Float32Array): Promise<string> {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-function present(path: string, size: number): boolean {
-  try {
-    return Deno.statSync(path).size === size;
-  } catch {
-    return false;
-  }
-}
-
 for (const [name, want] of Object.entries(FIXTURE.files)) {
   const path = `${MODELS_DIR}/${name}`;
-  const here = present(path, want.size);
+  const here = isFile(path, want.size);
   if (!here) {
     console.log(`lossless_files_test: ${name} is not in ${MODELS_DIR}; its test is ignored`);
   }

@@ -13,35 +13,19 @@
  *
  * @module
  */
-import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/transformer.ts";
-import { MODELS_DIR } from "./util/test_models.ts";
+import { isFile, MODELS_DIR, sameBits } from "./util/test_models.ts";
 
 const FILES = [
   { name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", vocab: 151_000, layouts: [false] },
   { name: "smollm2-135m-instruct.Q4_1.gguf", vocab: 49_000, layouts: [true, false] },
 ];
 
-function sameBits(a: Float32Array, b: Float32Array, what: string): void {
-  assert.equal(a.length, b.length);
-  for (let i = 0; i < a.length; i++) {
-    if (!Object.is(a[i], b[i])) assert.fail(`${what}: logit ${i} is ${a[i]}, expected ${b[i]}`);
-  }
-}
-
-function present(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
-}
-
 for (const f of FILES) {
   const gguf = `${MODELS_DIR}/${f.name}`;
-  const here = present(gguf);
+  const here = isFile(gguf);
   if (!here) console.log(`gguf_types_plan_test: ${gguf} is absent; its test is ignored`);
   /** Deterministic pseudo-text token ids inside the vocabulary. */
   const prompt = Array.from({ length: 70 }, (_, i) => 1 + ((i * 7919 + 13) % f.vocab));

@@ -17,15 +17,10 @@ import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/transformer.ts";
 import { fnv1a64 } from "../runtime/mod.ts";
+import { isFile, sameBits } from "./util/test_models.ts";
 
 const GGUF = new URL("../cache/models/smollm2-135m-instruct.Q8_0.gguf", import.meta.url).pathname;
-const present = (() => {
-  try {
-    return Deno.statSync(GGUF).isFile;
-  } catch {
-    return false;
-  }
-})();
+const present = isFile(GGUF);
 
 /** Deterministic pseudo-text token ids (the tokens need not form words). */
 const PROMPT = Array.from({ length: 150 }, (_, i) => 1 + ((i * 7919 + 13) % 49000));
@@ -52,13 +47,6 @@ async function convertSmollm2(dir: string, quant: "q8_0" | "q4_0"): Promise<stri
   const path = `${dir}/smollm2.${quant}.cflow`;
   await convertFile(GGUF, path, { format: "cflow", quant, rule: "ggml", measureError: false });
   return path;
-}
-
-function sameBits(a: Float32Array, b: Float32Array, what: string): void {
-  assert.equal(a.length, b.length);
-  for (let i = 0; i < a.length; i++) {
-    if (!Object.is(a[i], b[i])) assert.fail(`${what}: logit ${i} is ${a[i]}, expected ${b[i]}`);
-  }
 }
 
 Deno.test({

@@ -18,25 +18,13 @@ import { openKernels } from "../ffi/mod.ts";
 import { Transformer, type TransformerOptions } from "../model/transformer.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
+import { isFile, sameBits } from "./util/test_models.ts";
 
 const GGUF = new URL("../cache/models/smollm2-135m-instruct.Q8_0.gguf", import.meta.url).pathname;
-const present = (() => {
-  try {
-    return Deno.statSync(GGUF).isFile;
-  } catch {
-    return false;
-  }
-})();
+const present = isFile(GGUF);
 
 /** Deterministic pseudo-text token ids (as in tests/plan_test.ts). */
 const PROMPT = Array.from({ length: 150 }, (_, i) => 1 + ((i * 7919 + 13) % 49000));
-
-function sameBits(a: Float32Array, b: Float32Array, what: string): void {
-  assert.equal(a.length, b.length, what);
-  for (let i = 0; i < a.length; i++) {
-    if (!Object.is(a[i], b[i])) assert.fail(`${what}: logit ${i} is ${a[i]}, expected ${b[i]}`);
-  }
-}
 
 /** All rows' logits of `prefillAll` from `from` on, copied, with the indices they came with. */
 function allRows(

@@ -69,10 +69,40 @@ export const SMOLLM2_GGUF: string = `${MODELS_DIR}/smollm2-135m-instruct.Q4_1.gg
  * Deno.test({ name: "needs SmolLM2", ignore: !smollm2Present, fn() {} });
  * ```
  */
-export const smollm2Present: boolean = (() => {
+export const smollm2Present: boolean = isFile(SMOLLM2_GGUF);
+
+/**
+ * True when `path` is a file (of `size` bytes, when given): whether a model a
+ * test needs has been fetched, without throwing for an absent one.
+ *
+ * @example
+ * ```ts ignore
+ * import { isFile, MODELS_DIR } from "./test_models.ts";
+ * Deno.test({ name: "needs Qwen", ignore: !isFile(`${MODELS_DIR}/qwen.gguf`), fn() {} });
+ * ```
+ */
+export function isFile(path: string, size?: number): boolean {
   try {
-    return Deno.statSync(SMOLLM2_GGUF).isFile;
+    const info = Deno.statSync(path);
+    return info.isFile && (size === undefined || info.size === size);
   } catch {
     return false;
   }
-})();
+}
+
+/**
+ * Asserts two logit vectors are the same bits (NaN as NaN, -0 apart from +0),
+ * naming the first position that differs.
+ *
+ * @example
+ * ```ts ignore
+ * import { sameBits } from "./test_models.ts";
+ * sameBits(batched, single, "q8_0 panels");
+ * ```
+ */
+export function sameBits(a: Float32Array, b: Float32Array, what: string): void {
+  if (a.length !== b.length) throw new Error(`${what}: ${a.length} logits, expected ${b.length}`);
+  for (let i = 0; i < a.length; i++) {
+    if (!Object.is(a[i], b[i])) throw new Error(`${what}: logit ${i} is ${a[i]}, expected ${b[i]}`);
+  }
+}
