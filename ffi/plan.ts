@@ -43,7 +43,14 @@ export const RUN_KIND = {
   TILES: 6,
   /** Q4_1 panels: the Q4_0 record with 16 f16 mins after the scales (docs/KERNELS.md). */
   PACKED_Q4_1: 7,
+  /** Q4_K panels: one 2,368-byte record per 16 rows and 256-column super-block. */
+  PACKED_Q4_K: 8,
+  /** Q6_K panels: one 3,360-byte record per 16 rows and 256-column super-block. */
+  PACKED_Q6_K: 9,
 } as const;
+
+/** The panel types: what {@link packableQuant} gives and {@link packedBytes} takes. */
+export type PanelQuant = "q4_0" | "q8_0" | "q4_1" | "q4_k" | "q6_k";
 
 /** One of {@link RUN_KIND}'s values. */
 export type RunKind = typeof RUN_KIND[keyof typeof RUN_KIND];
@@ -115,7 +122,7 @@ export function actRowBytes(cols: number): number {
 /**
  * Bytes of a run packed into 16-row panels: each member padded to whole
  * panels, 288 (Q4_0), 320 (Q4_1) or 544 (Q8_0) bytes per panel and group of
- * 32 columns.
+ * 32 columns, 2,368 (Q4_K) or 3,360 (Q6_K) per panel and 256 columns.
  *
  * @example
  * ```ts
@@ -124,12 +131,14 @@ export function actRowBytes(cols: number): number {
  * ```
  */
 export function packedBytes(
-  quant: "q4_0" | "q8_0" | "q4_1",
+  quant: PanelQuant,
   cols: number,
   rows: readonly number[],
 ): number {
-  const record = quant === "q4_0" ? 288 : quant === "q4_1" ? 320 : 544;
-  const groups = Math.ceil(cols / 32);
+  const record = PANEL_RECORD[quant];
+  const groups = quant === "q4_k" || quant === "q6_k"
+    ? Math.ceil(cols / 256)
+    : Math.ceil(cols / 32);
   let panels = 0;
   for (const r of rows) panels += Math.ceil(r / 16);
   return panels * groups * record;
@@ -201,10 +210,29 @@ export function moeScratchBytes(hidden: number, expertFfn: number, quantized: bo
     (quantized ? up(actRowBytes(expertFfn)) : 0) + up(hidden * 4);
 }
 
+/** Bytes of one panel record of each type (packing.zig). */
+const PANEL_RECORD: Record<PanelQuant, number> = {
+  q4_0: 288,
+  q8_0: 544,
+  q4_1: 320,
+  q4_k: 2368,
+  q6_k: 3360,
+};
+
+/** The run kind of each panel type. */
+const PANEL_KIND: Record<PanelQuant, RunKind> = {
+  q4_0: RUN_KIND.PACKED_Q4_0,
+  q8_0: RUN_KIND.PACKED_Q8_0,
+  q4_1: RUN_KIND.PACKED_Q4_1,
+  q4_k: RUN_KIND.PACKED_Q4_K,
+  q6_k: RUN_KIND.PACKED_Q6_K,
+};
+
 /**
  * The panel type a tiled run packs into: Q4_0 and Q8_0 runs, and runs whose
- * members are all Q4_1 (tile type 4); undefined for the others, which stay
- * in tiles.
+ * members are all Q4_1, all Q4_K or all Q6_K (tile types 4, 7, 9; K types
+ * need whole 256-column super-blocks, which their tiles always hold);
+ * undefined for the others, which stay in tiles.
  *
  * @example
  * ```ts ignore
@@ -212,17 +240,20 @@ export function moeScratchBytes(hidden: number, expertFfn: number, quantized: bo
  * console.log(packableQuant({ ...run, kind: RUN_KIND.TILES, types: [4, 4] })); // "q4_1"
  * ```
  */
-export function packableQuant(r: WeightRun): "q4_0" | "q8_0" | "q4_1" | undefined {
+export function packableQuant(r: WeightRun): PanelQuant | undefined {
   if (r.kind === RUN_KIND.TILES_Q4_0) return "q4_0";
   if (r.kind === RUN_KIND.TILES_Q8_0) return "q8_0";
-  if (r.kind === RUN_KIND.TILES && r.types !== undefined && r.types.every((t) => t === 4)) {
-    return "q4_1";
-  }
+  if (r.kind !== RUN_KIND.TILES || r.types === undefined || r.types.length === 0) return undefined;
+  const t = r.types[0];
+  if (!r.types.every((u) => u === t)) return undefined;
+  if (t === 4) return "q4_1";
+  if (t === 7 && r.cols % 256 === 0) return "q4_k";
+  if (t === 9 && r.cols % 256 === 0) return "q6_k";
   return undefined;
 }
 
 /**
- * Packs a tiled Q4_0, Q8_0 or Q4_1 run into 16-row panels at `dstOffset` of `dst`
+ * Packs a tiled Q4_0, Q8_0, Q4_1, Q4_K or Q6_K run into 16-row panels at `dstOffset` of `dst`
  * and returns the packed run. With `evictSource`, the source pages are
  * dropped (MADV_DONTNEED) as they are packed, so that packing a large
  * matrix never holds both copies.
@@ -241,7 +272,9 @@ export function packRun(
   options: { evictSource?: boolean } = {},
 ): WeightRun {
   const quant = packableQuant(src);
-  if (quant === undefined) throw new RangeError("packRun: only Q4_0, Q8_0 and Q4_1 tiles pack");
+  if (quant === undefined) {
+    throw new RangeError("packRun: only Q4_0, Q8_0, Q4_1, Q4_K and Q6_K tiles pack");
+  }
   const length = packedBytes(quant, src.cols, src.rows);
   if (!Number.isSafeInteger(dstOffset) || dstOffset < 0 || dstOffset + length > dst.size) {
     throw new RangeError(`packRun: [${dstOffset}, +${length}) does not fit ${dst.size} bytes`);
@@ -256,11 +289,7 @@ export function packRun(
   );
   if (rc !== STATUS.OK) throw new KernelError("cf_pack", rc);
   return {
-    kind: quant === "q4_0"
-      ? RUN_KIND.PACKED_Q4_0
-      : quant === "q4_1"
-      ? RUN_KIND.PACKED_Q4_1
-      : RUN_KIND.PACKED_Q8_0,
+    kind: PANEL_KIND[quant],
     region: dst,
     offset: dstOffset,
     length,

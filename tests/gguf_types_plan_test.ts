@@ -19,7 +19,7 @@ import { Transformer } from "../model/transformer.ts";
 import { isFile, MODELS_DIR, sameBits } from "./util/test_models.ts";
 
 const FILES = [
-  { name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", vocab: 151_000, layouts: [false] },
+  { name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", vocab: 151_000, layouts: [true, false] },
   { name: "smollm2-135m-instruct.Q4_1.gguf", vocab: 49_000, layouts: [true, false] },
 ];
 

@@ -619,6 +619,7 @@ pub fn tileStripe(t: TileType, base: [*]const u8, tr: usize, cols: usize, xq: []
 // ---------------------------------------------------------------------------
 
 const packing = @import("packing.zig");
+const kp = @import("k_panels.zig");
 const ActRow = packing.ActRow;
 
 inline fn readU32(p: [*]const u8) u32 {
@@ -639,6 +640,8 @@ fn correction(comptime q: packing.Quant) i32 {
         .q8_0 => 128,
         // Q4_1's nibbles are its quants; its min term is added apart.
         .q4_1 => 0,
+        // K records have their own kernels (k_panels.zig).
+        .q4_k, .q6_k => unreachable,
     };
 }
 
@@ -902,7 +905,8 @@ pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize
     assert(rows > (n_panels - 1) * 16 and rows <= n_panels * 16);
     @setEvalBranchQuota(20000);
     switch (q) {
-        inline else => |qq| {
+        inline .q4_k, .q6_k => |qq| kp.kPanels(qq, w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows),
+        inline .q4_0, .q8_0, .q4_1 => |qq| {
             const pb = ng * packing.recordBytes(qq);
             for (0..n_panels) |p| {
                 const panel = w + p * pb;

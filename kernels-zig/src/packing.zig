@@ -34,41 +34,102 @@ pub const tile_cols: usize = 256;
 pub const tile_header_bytes: usize = 16;
 
 /// Q4_1 records hold 16 f16 mins after the scales (value = d q + m); its
-/// source tiles keep ggml's whole 20-byte blocks (docs/FORMAT.md).
-pub const Quant = enum(u32) { q4_0 = 1, q8_0 = 2, q4_1 = 3 };
+/// source tiles keep ggml's whole 20-byte blocks (docs/FORMAT.md). Q4_K and
+/// Q6_K records cover a 256-column super-block ("K records", below).
+pub const Quant = enum(u32) { q4_0 = 1, q8_0 = 2, q4_1 = 3, q4_k = 4, q6_k = 5 };
 
-/// Weight bytes of one row's group in a source tile.
+/// The K-quant records: one per 256-column super-block of 16 rows.
+pub fn isK(q: Quant) bool {
+    return q == .q4_k or q == .q6_k;
+}
+
+/// Columns one record covers: 32, or a 256-column super-block.
+pub fn recordCols(q: Quant) usize {
+    return if (isK(q)) 256 else qk;
+}
+
+/// Weight bytes of one row's group in a source tile (32-column records).
 pub fn groupBytes(q: Quant) usize {
     return switch (q) {
         .q4_0, .q4_1 => 16,
         .q8_0 => 32,
+        .q4_k, .q6_k => unreachable,
     };
 }
 
 /// Bytes of a record before its weight chunks: 16 f16 scales, and for
-/// Q4_1 16 f16 mins after them.
+/// Q4_1 16 f16 mins after them (32-column records).
 pub fn headBytes(q: Quant) usize {
+    assert(!isK(q));
     return if (q == .q4_1) 2 * scale_bytes else scale_bytes;
 }
 
-/// Bytes of one ggml block of the type (a row's group in a source tile).
+/// Bytes of one ggml block of the type (a row's block in a source tile).
 pub fn blockBytes(q: Quant) usize {
-    return headBytes(q) / panel_rows + groupBytes(q);
+    return switch (q) {
+        .q4_k => 144,
+        .q6_k => 210,
+        else => headBytes(q) / panel_rows + groupBytes(q),
+    };
 }
 
-/// Bytes of one packed record (16 rows x 32 columns).
+/// K records. Q4_K (value = d sc_j q - dmin m_j, six-bit sc_j and m_j per
+/// 32 columns, q in 0..15), 2,368 bytes:
+///
+///   d, dmin: 16 f16 each, row 0..15                           64 bytes
+///   sc[j][row], m[j][row]: the six-bit values widened to u8   256 bytes
+///   pair l = 0..3, chunk c = 0..7: 64 bytes, for rows 0..15 in turn
+///     ggml bytes qs[32 l + 4 c ..][0..4] of the row's block: low
+///     nibbles columns 64 l + 4 c.., high nibbles 64 l + 32 + 4 c..   2,048 bytes
+///
+/// (the block's 12 packed scale bytes become 16: 2.8% more than ggml's 144
+/// bytes per row). Q6_K (value = d sc_k (q - 32), int8 sc_k per 16
+/// columns, q in 0..63), 3,360 bytes, exactly ggml's 210 per row:
+///
+///   d: 16 f16                                                 32 bytes
+///   sc[k][row], k = 0..15: int8                               256 bytes
+///   half n = 0..1, chunk c = 0..7: three 64-byte pieces A, B, H holding
+///     for rows 0..15 ggml's ql[64 n + 4 c ..][0..4], ql[64 n + 32 + 4 c
+///     ..][0..4] and qh[32 n + 4 c ..][0..4]: A's low nibbles are columns
+///     128 n + 4 c.., B's low 128 n + 32 + 4 c.., A's high 128 n + 64 +
+///     4 c.., B's high 128 n + 96 + 4 c..; H's bit pairs 0-1, 2-3, 4-5, 6-7
+///     are the top two bits of those four                      3,072 bytes
+pub const k4_d: usize = 0;
+pub const k4_dmin: usize = 32;
+pub const k4_sc: usize = 64;
+pub const k4_m: usize = 192;
+pub const k4_q: usize = 320;
+pub const k6_d: usize = 0;
+pub const k6_sc: usize = 32;
+pub const k6_q: usize = 288;
+
+/// Bytes of one packed record (16 rows x `recordCols` columns).
 pub fn recordBytes(q: Quant) usize {
-    return headBytes(q) + panel_rows * groupBytes(q);
+    return switch (q) {
+        .q4_k => k4_q + 4 * 8 * 64,
+        .q6_k => k6_q + 2 * 8 * 3 * 64,
+        else => headBytes(q) + panel_rows * groupBytes(q),
+    };
 }
 
 comptime {
     assert(recordBytes(.q8_0) == 16 * abi.q8_0_block_bytes);
     assert(recordBytes(.q4_0) == 16 * abi.q4_0_block_bytes);
     assert(recordBytes(.q4_1) == 16 * 20 and blockBytes(.q4_1) == 20);
+    assert(recordBytes(.q4_k) == 16 * (144 + 4) and recordBytes(.q6_k) == 16 * 210);
 }
 
 pub fn groupsOf(cols: usize) usize {
     return (cols + qk - 1) / qk;
+}
+
+/// Records of one panel row: 32-column groups, or whole super-blocks.
+pub fn recordsOf(q: Quant, cols: usize) usize {
+    if (isK(q)) {
+        assert(cols % 256 == 0);
+        return cols / 256;
+    }
+    return groupsOf(cols);
 }
 
 pub fn panelsOf(rows: usize) usize {
@@ -77,6 +138,7 @@ pub fn panelsOf(rows: usize) usize {
 
 /// Bytes of one source tile of rows x cols.
 pub fn tileBytes(q: Quant, rows: usize, cols: usize) usize {
+    if (isK(q)) return tile_header_bytes + rows * (cols / 256) * blockBytes(q);
     return tile_header_bytes + rows * groupsOf(cols) * blockBytes(q);
 }
 
@@ -135,7 +197,7 @@ pub const Run = struct {
     }
 
     pub fn panelBytes(self: *const Run) usize {
-        return groupsOf(self.cols) * recordBytes(self.q);
+        return recordsOf(self.q, self.cols) * recordBytes(self.q);
     }
 
     /// Byte length of the packed run.
@@ -149,6 +211,7 @@ pub const Run = struct {
 pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8) void {
     assert(m < run.n_members and p < panelsOf(run.rows[m]));
     assert(dst.len == run.panelBytes());
+    if (isK(run.q)) return packPanelK(run, src, m, p, dst);
     const q = run.q;
     const gb = groupBytes(q);
     const rec = recordBytes(q);
@@ -190,6 +253,7 @@ pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8
                             .q8_0 => if (real) w[4 * c + b] ^ 0x80 else 0x80,
                             .q4_0 => if (real) w[4 * c + b] else 0x88,
                             .q4_1 => w[4 * c + b],
+                            .q4_k, .q6_k => unreachable,
                         };
                     }
                 }
@@ -202,6 +266,109 @@ pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8
 }
 
 const zero_group = [_]u8{0} ** 32;
+
+/// The six-bit scale and min of sub-block j of a Q4_K block's 12 scale
+/// bytes (ggml's get_scale_min_k4).
+pub fn scaleMinK4(sc: []const u8, j: usize) [2]u8 {
+    assert(sc.len == 12 and j < 8);
+    if (j < 4) return .{ sc[j] & 63, sc[j + 4] & 63 };
+    return .{ (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4), (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4) };
+}
+
+/// packPanel for the K records: tiles of a K type hold each row's one
+/// super-block per 256-column tile, ggml's block whole.
+fn packPanelK(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8) void {
+    const q = run.q;
+    const bb = blockBytes(q);
+    const rec = recordBytes(q);
+    const r0 = p * panel_rows;
+    const s = r0 / tile_rows;
+    const tr = run.stripeRows(m, s);
+    var tile_pos: usize = run.stripeOffset(m, s);
+    const n_sb = recordsOf(q, run.cols);
+    assert(run.cols % tile_cols == 0);
+    for (0..n_sb) |sb| {
+        const out = dst[sb * rec ..][0..rec];
+        @memset(out, 0);
+        for (0..panel_rows) |lane| {
+            const r = r0 + lane;
+            // Padding rows stay zero: zero scales, zero quants.
+            if (r >= run.rows[m]) continue;
+            const blk = src[tile_pos + tile_header_bytes + (r - s * tile_rows) * bb ..][0..bb];
+            switch (q) {
+                .q4_k => {
+                    @memcpy(out[k4_d + lane * 2 ..][0..2], blk[0..2]);
+                    @memcpy(out[k4_dmin + lane * 2 ..][0..2], blk[2..4]);
+                    for (0..8) |j| {
+                        const sm = scaleMinK4(blk[4..16], j);
+                        out[k4_sc + j * panel_rows + lane] = sm[0];
+                        out[k4_m + j * panel_rows + lane] = sm[1];
+                    }
+                    for (0..4) |l| {
+                        for (0..8) |c| @memcpy(out[k4_q + (l * 8 + c) * 64 + lane * 4 ..][0..4], blk[16 + 32 * l + 4 * c ..][0..4]);
+                    }
+                },
+                .q6_k => {
+                    @memcpy(out[k6_d + lane * 2 ..][0..2], blk[208..210]);
+                    for (0..16) |k| out[k6_sc + k * panel_rows + lane] = blk[192 + k];
+                    for (0..2) |n| {
+                        for (0..8) |c| {
+                            const at = k6_q + (n * 8 + c) * 3 * 64 + lane * 4;
+                            @memcpy(out[at..][0..4], blk[64 * n + 4 * c ..][0..4]);
+                            @memcpy(out[at + 64 ..][0..4], blk[64 * n + 32 + 4 * c ..][0..4]);
+                            @memcpy(out[at + 128 ..][0..4], blk[128 + 32 * n + 4 * c ..][0..4]);
+                        }
+                    }
+                },
+                else => unreachable,
+            }
+        }
+        tile_pos += tileBytes(q, tr, tile_cols);
+    }
+}
+
+/// Dequantizes row `lane` of one K record into 256 values, as ggml does
+/// (Q4_K: d sc q - dmin m; Q6_K: d sc (q - 32)).
+pub fn unpackRecordK(q: Quant, record: []const u8, lane: usize, out: []f32) void {
+    assert(record.len == recordBytes(q) and lane < panel_rows and out.len == 256);
+    switch (q) {
+        .q4_k => {
+            const d = f16Of(record[k4_d + lane * 2 ..]);
+            const dmin = f16Of(record[k4_dmin + lane * 2 ..]);
+            for (0..256) |col| {
+                const j = col / 32;
+                const l = col / 64;
+                const i = col % 32;
+                const byte = record[k4_q + (l * 8 + i / 4) * 64 + lane * 4 + i % 4];
+                const nib: u8 = if (j % 2 == 0) byte & 15 else byte >> 4;
+                const sc: f32 = @floatFromInt(record[k4_sc + j * panel_rows + lane]);
+                const mn: f32 = @floatFromInt(record[k4_m + j * panel_rows + lane]);
+                out[col] = (d * sc) * @as(f32, @floatFromInt(nib)) - dmin * mn;
+            }
+        },
+        .q6_k => {
+            const d = f16Of(record[k6_d + lane * 2 ..]);
+            for (0..256) |col| {
+                const n = col / 128;
+                const quad = (col % 128) / 32;
+                const i = col % 32;
+                const at = k6_q + (n * 8 + i / 4) * 3 * 64 + lane * 4 + i % 4;
+                const ql = record[at + (quad & 1) * 64];
+                const qh = record[at + 128];
+                const low: u8 = if (quad < 2) ql & 15 else ql >> 4;
+                const high: u8 = (qh >> @intCast(2 * quad)) & 3;
+                const v: i32 = @as(i32, low | (high << 4)) - 32;
+                const sc: f32 = @floatFromInt(@as(i8, @bitCast(record[k6_sc + (col / 16) * panel_rows + lane])));
+                out[col] = (d * sc) * @as(f32, @floatFromInt(v));
+            }
+        },
+        else => unreachable,
+    }
+}
+
+fn f16Of(p: []const u8) f32 {
+    return abi.f16ToF32(@as(u16, p[0]) | (@as(u16, p[1]) << 8));
+}
 
 /// One token's quantized activations as the packed and tiled kernels read
 /// them: `ng` ggml Q8_0 blocks, then each block's scale as f32 (the f16
@@ -229,6 +396,10 @@ pub fn unpackRow(run: *const Run, packed_run: []const u8, m: usize, r: usize, ou
     const lane = r % panel_rows;
     const rec = recordBytes(run.q);
     const base = packed_run[panel * run.panelBytes() ..][0..run.panelBytes()];
+    if (isK(run.q)) {
+        for (0..recordsOf(run.q, run.cols)) |sb| unpackRecordK(run.q, base[sb * rec ..][0..rec], lane, out[sb * 256 ..][0..256]);
+        return;
+    }
     for (0..groupsOf(run.cols)) |g| {
         const record = base[g * rec ..][0..rec];
         const d = abi.f16ToF32(@as(u16, record[lane * 2]) | (@as(u16, record[lane * 2 + 1]) << 8));
@@ -243,6 +414,7 @@ pub fn unpackRow(run: *const Run, packed_run: []const u8, m: usize, r: usize, ou
                 .q8_0 => @as(i32, record[head + (j / 4) * 64 + lane * 4 + j % 4]) - 128,
                 .q4_0 => nibble - 8,
                 .q4_1 => nibble,
+                .q4_k, .q6_k => unreachable,
             };
             out[col] = @as(f32, @floatFromInt(v)) * d;
             if (run.q == .q4_1) {
@@ -330,6 +502,7 @@ test "packing then unpacking gives back every weight, padding rows included" {
                         .q8_0 => @as(i8, @bitCast(blk[2 + j])),
                         .q4_0 => @as(i32, if (j < 16) blk[2 + j] & 15 else blk[2 + j - 16] >> 4) - 8,
                         .q4_1 => @as(i32, if (j < 16) blk[4 + j] & 15 else blk[4 + j - 16] >> 4),
+                        .q4_k, .q6_k => unreachable,
                     };
                     var want = @as(f32, @floatFromInt(v)) * d;
                     if (q == .q4_1) want += abi.f16ToF32(@as(u16, blk[2]) | (@as(u16, blk[3]) << 8));
@@ -341,6 +514,68 @@ test "packing then unpacking gives back every weight, padding rows included" {
                 const last = dst[(panelsOf(rows) - 1) * run.panelBytes() ..];
                 const lane = rows % panel_rows;
                 try testing.expectEqual(@as(u8, 0), last[lane * 2]);
+            }
+        }
+    }
+}
+
+test "K records: packing then unpacking gives ggml's values, padding rows zero" {
+    const blocks = @import("blocks.zig");
+    var prng = std.Random.DefaultPrng.init(11);
+    const rng = prng.random();
+    inline for ([_]Quant{ .q4_k, .q6_k }) |q| {
+        const b: blocks.Block = if (q == .q4_k) .q4_k else .q6_k;
+        for ([_][2]usize{ .{ 16, 256 }, .{ 40, 768 }, .{ 130, 512 }, .{ 3, 256 } }) |shape| {
+            const rows = shape[0];
+            const cols = shape[1];
+            const bb = blockBytes(q);
+            const nb = cols / 256;
+            const src_blocks = try testing.allocator.alloc(u8, rows * nb * bb);
+            defer testing.allocator.free(src_blocks);
+            rng.bytes(src_blocks);
+            for (0..rows * nb) |i| {
+                // Finite f16 scales.
+                const at: []const usize = if (q == .q4_k) &.{ 0, 2 } else &.{208};
+                for (at) |o| {
+                    const h = abi.f32ToF16(rng.float(f32) + 0.01);
+                    src_blocks[i * bb + o] = @truncate(h);
+                    src_blocks[i * bb + o + 1] = @truncate(h >> 8);
+                }
+            }
+            var run = Run{ .q = q, .cols = cols, .n_members = 1, .rows = undefined };
+            run.rows[0] = rows;
+            const src = try testing.allocator.alloc(u8, run.sourceBytes());
+            defer testing.allocator.free(src);
+            // Tiles: per stripe of 128 rows, per 256 columns, a header and one block per row.
+            var pos: usize = 0;
+            var r0: usize = 0;
+            while (r0 < rows) : (r0 += tile_rows) {
+                const tr = @min(tile_rows, rows - r0);
+                for (0..nb) |t| {
+                    @memset(src[pos..][0..tile_header_bytes], 0);
+                    for (0..tr) |r| @memcpy(src[pos + tile_header_bytes + r * bb ..][0..bb], src_blocks[((r0 + r) * nb + t) * bb ..][0..bb]);
+                    pos += tileBytes(q, tr, 256);
+                }
+            }
+            try testing.expectEqual(src.len, pos);
+            const dst = try testing.allocator.alloc(u8, run.packedBytes());
+            defer testing.allocator.free(dst);
+            for (0..panelsOf(rows)) |p| packPanel(&run, src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+            const row = try testing.allocator.alloc(f32, cols);
+            defer testing.allocator.free(row);
+            var want: [256]f32 = undefined;
+            for (0..rows) |r| {
+                unpackRow(&run, dst, 0, r, row);
+                for (0..nb) |t| {
+                    blocks.dequantize(b, src_blocks[(r * nb + t) * bb ..].ptr, &want);
+                    for (0..256) |c| try testing.expectEqual(want[c], row[t * 256 + c]);
+                }
+            }
+            if (rows % panel_rows != 0) {
+                const last = dst[(panelsOf(rows) - 1) * run.panelBytes() ..][0..run.panelBytes()];
+                const lane = rows % panel_rows;
+                try testing.expectEqual(@as(u8, 0), last[lane * 2]);
+                try testing.expectEqual(@as(u8, 0), last[lane * 2 + 1]);
             }
         }
     }

@@ -97,9 +97,10 @@ fn f32ToF16(src: [*]const f32, dst: [*]f16, n: usize) callconv(.c) void {
     for (src[0..n], dst[0..n]) |x, *d| d.* = @floatCast(x);
 }
 
-/// q: 1 = Q4_0 panels, 2 = Q8_0 panels, 3 = Q4_1 panels (packing.zig).
+/// q: 1 = Q4_0 panels, 2 = Q8_0 panels, 3 = Q4_1 panels, 4 = Q4_K and
+/// 5 = Q6_K panels (packing.zig; ng is then a multiple of 8).
 fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) callconv(.c) void {
-    assert(q >= 1 and q <= 3);
+    assert(q >= 1 and q <= 5);
     k.packedPanels(@enumFromInt(q), w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows);
 }
 
@@ -140,4 +141,5 @@ test {
     _ = k;
     _ = bk;
     _ = blocks;
+    _ = @import("k_panels.zig");
 }

@@ -1,0 +1,513 @@
+//! Packed K-quant panels (packing.zig, "K records"): Q4_K and Q6_K matrices
+//! repacked into 16-row panels of 256-column super-blocks, computed against
+//! the plan's Q8_0 ActRows with the variant's panel primitive, the same one
+//! the Q4_0/Q8_0 panels use (kernels.zig `PanelPrim`).
+//!
+//! Per row, super-block and token, with `isum` the exact integer dot of a
+//! sub-block's quants with the activation quants and `dx_j`, `sx_j` the
+//! activation block's scale and sum of quants:
+//!
+//!   Q4_K: fa = sum_j f32(isum_j * sc_j) * dx_j      (fma, j = 0..7)
+//!         ma = sum_j f32(m_j) * (dx_j * f32(sx_j))  (fma, j = 0..7)
+//!         acc = fma(d, fa, acc); acc = fma(-dmin, ma, acc)
+//!   Q6_K: T_j = sum over the two 16-column halves k of isum_k * sc_k
+//!         (isum over q - 32), an exact integer
+//!         fa = sum_j f32(T_j) * dx_j  (fma, j in the order 0 2 1 3 4 6 5 7)
+//!         acc = fma(d, fa, acc)
+//!
+//! super-blocks left to right. Integers are exact on every primitive and
+//! every float operation is the same per row whatever the vector width, so
+//! every variant equals `kPanelScalar` bit for bit, for any number of tokens
+//! per call (batched prefill equals token-by-token decode) and any split of
+//! the panels between threads.
+//!
+//! Saturation (AVX2, `vpmaddubsw` pairs summed in i16 lanes): Q4_K sums 8
+//! chunks of nibble pairs, at most 8 * 2 * 15 * 128 = 30,720; Q6_K
+//! multiplies |q - 32| <= 32 by the activation quants given w's sign
+//! (`vpsignb`) and sums 4 chunks, at most 4 * 2 * 32 * 127 = 32,512: both
+//! within i16, given activation quants in [-127, 127] (the quantizer clamps
+//! them; the sign of -128 would not negate). The lanes add with checked
+//! arithmetic, so the Debug and ReleaseSafe tests would trap on a bound
+//! that did not hold.
+
+const std = @import("std");
+const abi = @import("abi.zig");
+const packing = @import("packing.zig");
+const k = @import("kernels.zig");
+
+const assert = std.debug.assert;
+const ActRow = packing.ActRow;
+const PanelPrim = k.PanelPrim;
+const V16i16 = @Vector(16, i16);
+
+inline fn readU32(p: [*]const u8) u32 {
+    return std.mem.readInt(u32, p[0..4], .little);
+}
+
+inline fn readF32(p: [*]const u8) f32 {
+    return @bitCast(readU32(p));
+}
+
+inline fn readI32(p: [*]const u8) i32 {
+    return @bitCast(readU32(p));
+}
+
+inline fn f16At(p: [*]const u8) f32 {
+    return abi.f16ToF32(@as(u16, p[0]) | (@as(u16, p[1]) << 8));
+}
+
+/// Tokens per weight load in a prefill batch: the register block is one
+/// vector of rows by this many tokens (16 registers on the 256-bit
+/// variants, 32 on AVX-512 and NEON).
+pub fn kBlock(comptime prim: PanelPrim) usize {
+    return switch (prim) {
+        .vnni512, .sdot128, .smull128 => 4,
+        .vnni256, .maddubs256 => 2,
+    };
+}
+
+/// Integer dots of one 4-column chunk of R rows against 4 broadcast
+/// activation bytes, summed over chunks in `Acc`, then multiplied by each
+/// row's integer scale: the exact `isum * sc` of every row.
+fn KDot(comptime prim: PanelPrim) type {
+    return struct {
+        pub const R: usize = switch (prim) {
+            .vnni512 => 16,
+            .vnni256, .maddubs256 => 8,
+            .sdot128, .smull128 => 4,
+        };
+        pub const VB = @Vector(R * 4, u8);
+        pub const VX = @Vector(R * 4, i8);
+        pub const VI = @Vector(R, i32);
+        /// AVX2 sums `vpmaddubsw` pairs in i16 (see the file's bounds).
+        pub const Acc = if (prim == .maddubs256) V16i16 else VI;
+
+        pub inline fn zero() Acc {
+            return @splat(0);
+        }
+
+        pub inline fn broadcast(p: [*]const u8) VX {
+            return @bitCast(@as(VI, @splat(@bitCast(readU32(p)))));
+        }
+
+        /// acc + the chunk's products for unsigned weights q (< 64).
+        pub inline fn stepU(acc: Acc, q: VB, x: VX) Acc {
+            return switch (prim) {
+                .maddubs256 => acc + k.@"llvm.x86.avx2.pmadd.ub.sw"(q, x),
+                .vnni512 => k.@"llvm.x86.avx512.vpdpbusd.512"(acc, @bitCast(q), @bitCast(x)),
+                .vnni256 => k.@"llvm.x86.avx512.vpdpbusd.256"(acc, @bitCast(q), @bitCast(x)),
+                .sdot128 => k.@"llvm.aarch64.neon.sdot.v4i32.v16i8"(acc, @bitCast(q), x),
+                .smull128 => acc + k.dot4(R, @bitCast(q), x),
+            };
+        }
+
+        /// acc + the chunk's products for signed weights w in [-32, 31].
+        pub inline fn stepS(acc: Acc, w: VX, x: VX) Acc {
+            return switch (prim) {
+                .maddubs256 => acc + k.@"llvm.x86.avx2.pmadd.ub.sw"(@bitCast(@abs(w)), k.@"llvm.x86.avx2.psign.b"(x, w)),
+                .vnni512, .vnni256 => blk: {
+                    const xs = @select(i8, w < @as(VX, @splat(0)), @as(VX, @splat(0)) -% x, x);
+                    break :blk stepU(acc, @bitCast(@abs(w)), xs);
+                },
+                .sdot128 => k.@"llvm.aarch64.neon.sdot.v4i32.v16i8"(acc, w, x),
+                .smull128 => acc + k.dot4(R, w, x),
+            };
+        }
+
+        /// The rows' sums times their scales sc (one integer per row), exact.
+        pub inline fn scaled(acc: Acc, sc: VI) VI {
+            if (prim == .maddubs256) {
+                // Each row's scale in both i16 halves of its dword.
+                const pair: V16i16 = @bitCast((sc & @as(VI, @splat(0xffff))) | (sc << @as(@Vector(R, u5), @splat(16))));
+                return k.@"llvm.x86.avx2.pmadd.wd"(acc, pair);
+            }
+            return acc * sc;
+        }
+    };
+}
+
+/// The R rows' integer scales at p (one byte per row), widened.
+inline fn scalesU(comptime R: usize, p: [*]const u8) @Vector(R, i32) {
+    const b: @Vector(R, u8) = p[0..R].*;
+    return b;
+}
+
+inline fn scalesS(comptime R: usize, p: [*]const u8) @Vector(R, i32) {
+    const b: @Vector(R, i8) = @bitCast(p[0..R].*);
+    return b;
+}
+
+inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
+    const h: @Vector(R, f16) = @bitCast(p[0 .. R * 2].*);
+    return @floatCast(h);
+}
+
+/// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:
+/// out[j][r] = row r . x_j for the 16 rows.
+pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, n_sb: usize, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+    @setEvalBranchQuota(50000);
+    const D = KDot(prim);
+    const R = D.R;
+    const H = 16 / R;
+    const VF = @Vector(R, f32);
+    const VB = D.VB;
+    const VX = D.VX;
+    const rec = comptime packing.recordBytes(q);
+    const ng = n_sb * 8;
+    const so = ActRow.scalesOffset(ng);
+    const su = ActRow.sumsOffset(ng);
+    const lo4: VB = @splat(0x0f);
+    const sh = struct {
+        inline fn r(v: VB, comptime n: u3) VB {
+            return v >> @as(@Vector(R * 4, u3), @splat(n));
+        }
+        inline fn l(v: VB, comptime n: u3) VB {
+            return v << @as(@Vector(R * 4, u3), @splat(n));
+        }
+    };
+    // One half of the panel's rows at a time over all super-blocks when
+    // several tokens share the weights (their accumulators then fit the
+    // registers); both halves per record for one token (each cache line used
+    // whole while in L1). The arithmetic of a row is the same either way.
+    const halves_outside = NT > 1 and H > 1;
+    const HO = if (halves_outside) H else 1;
+    const HI = if (halves_outside) 1 else H;
+    inline for (0..HO) |ho| {
+        var acc: [NT][HI]VF = undefined;
+        inline for (0..NT) |j| {
+            inline for (0..HI) |hi| acc[j][hi] = @splat(0);
+        }
+        for (0..n_sb) |sb| {
+            const r = panel + sb * rec;
+            const g0 = sb * 8;
+            inline for (0..HI) |hi| {
+                const h = ho + hi;
+                const row0 = h * R;
+                var fa: [NT]VF = @splat(@splat(0));
+                switch (q) {
+                    .q4_k => {
+                        var ma: [NT]VF = @splat(@splat(0));
+                        inline for (0..4) |l| {
+                            var lo: [NT]D.Acc = @splat(D.zero());
+                            var hg: [NT]D.Acc = @splat(D.zero());
+                            inline for (0..8) |c| {
+                                const wv: VB = r[packing.k4_q + (l * 8 + c) * 64 + row0 * 4 ..][0 .. R * 4].*;
+                                const wl = wv & lo4;
+                                const wh = sh.r(wv, 4);
+                                inline for (0..NT) |j| {
+                                    const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
+                                    lo[j] = D.stepU(lo[j], wl, D.broadcast(qs + (2 * l) * abi.q8_0_block_bytes + 4 * c));
+                                    hg[j] = D.stepU(hg[j], wh, D.broadcast(qs + (2 * l + 1) * abi.q8_0_block_bytes + 4 * c));
+                                }
+                            }
+                            const sc_lo = scalesU(R, r + packing.k4_sc + (2 * l) * 16 + row0);
+                            const sc_hi = scalesU(R, r + packing.k4_sc + (2 * l + 1) * 16 + row0);
+                            const m_lo: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l) * 16 + row0));
+                            const m_hi: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l + 1) * 16 + row0));
+                            inline for (0..NT) |j| {
+                                const xr = x + j * x_stride;
+                                const ga = g0 + 2 * l;
+                                const dx0 = readF32(xr + so + ga * 4);
+                                const dx1 = readF32(xr + so + (ga + 1) * 4);
+                                const sx0: f32 = @floatFromInt(readI32(xr + su + ga * 4));
+                                const sx1: f32 = @floatFromInt(readI32(xr + su + (ga + 1) * 4));
+                                fa[j] = @mulAdd(VF, @floatFromInt(D.scaled(lo[j], sc_lo)), @splat(dx0), fa[j]);
+                                fa[j] = @mulAdd(VF, @floatFromInt(D.scaled(hg[j], sc_hi)), @splat(dx1), fa[j]);
+                                ma[j] = @mulAdd(VF, m_lo, @splat(dx0 * sx0), ma[j]);
+                                ma[j] = @mulAdd(VF, m_hi, @splat(dx1 * sx1), ma[j]);
+                            }
+                        }
+                        const d = f16s(R, r + packing.k4_d + row0 * 2);
+                        const ndmin = -f16s(R, r + packing.k4_dmin + row0 * 2);
+                        inline for (0..NT) |j| {
+                            acc[j][hi] = @mulAdd(VF, d, fa[j], acc[j][hi]);
+                            acc[j][hi] = @mulAdd(VF, ndmin, ma[j], acc[j][hi]);
+                        }
+                    },
+                    .q6_k => {
+                        inline for (0..2) |n| {
+                            // Pass p reads piece A (p = 0: quadrants 0 and 2)
+                            // or B (p = 1: quadrants 1 and 3) with H.
+                            inline for (0..2) |p| {
+                                var t_lo: [NT]D.VI = @splat(@splat(0));
+                                var t_hi: [NT]D.VI = @splat(@splat(0));
+                                inline for (0..2) |half| {
+                                    var lo: [NT]D.Acc = @splat(D.zero());
+                                    var hg: [NT]D.Acc = @splat(D.zero());
+                                    inline for (0..4) |cc| {
+                                        const c = half * 4 + cc;
+                                        const at = packing.k6_q + (n * 8 + c) * 3 * 64 + row0 * 4;
+                                        const pv: VB = r[at + p * 64 ..][0 .. R * 4].*;
+                                        const hv: VB = r[at + 128 ..][0 .. R * 4].*;
+                                        const three: VB = @splat(3);
+                                        const ql = (pv & lo4) | sh.l(sh.r(hv, 2 * p) & three, 4);
+                                        const qh = sh.r(pv, 4) | sh.l(sh.r(hv, 2 * p + 4) & three, 4);
+                                        const wl = @as(VX, @bitCast(ql)) -% @as(VX, @splat(32));
+                                        const wh = @as(VX, @bitCast(qh)) -% @as(VX, @splat(32));
+                                        inline for (0..NT) |j| {
+                                            const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
+                                            lo[j] = D.stepS(lo[j], wl, D.broadcast(qs + (4 * n + p) * abi.q8_0_block_bytes + 4 * c));
+                                            hg[j] = D.stepS(hg[j], wh, D.broadcast(qs + (4 * n + p + 2) * abi.q8_0_block_bytes + 4 * c));
+                                        }
+                                    }
+                                    // Scales of the 16-column halves: k = 8n + 2 quadrant + half.
+                                    const sc_lo = scalesS(R, r + packing.k6_sc + (8 * n + 2 * p + half) * 16 + row0);
+                                    const sc_hi = scalesS(R, r + packing.k6_sc + (8 * n + 2 * (p + 2) + half) * 16 + row0);
+                                    inline for (0..NT) |j| {
+                                        t_lo[j] += D.scaled(lo[j], sc_lo);
+                                        t_hi[j] += D.scaled(hg[j], sc_hi);
+                                    }
+                                }
+                                inline for (0..NT) |j| {
+                                    const xr = x + j * x_stride;
+                                    const dx_lo = readF32(xr + so + (g0 + 4 * n + p) * 4);
+                                    const dx_hi = readF32(xr + so + (g0 + 4 * n + p + 2) * 4);
+                                    fa[j] = @mulAdd(VF, @floatFromInt(t_lo[j]), @splat(dx_lo), fa[j]);
+                                    fa[j] = @mulAdd(VF, @floatFromInt(t_hi[j]), @splat(dx_hi), fa[j]);
+                                }
+                            }
+                        }
+                        const d = f16s(R, r + packing.k6_d + row0 * 2);
+                        inline for (0..NT) |j| acc[j][hi] = @mulAdd(VF, d, fa[j], acc[j][hi]);
+                    },
+                    else => comptime unreachable,
+                }
+            }
+        }
+        inline for (0..NT) |j| {
+            inline for (0..HI) |hi| out[j][(ho + hi) * R ..][0..R].* = acc[j][hi];
+        }
+    }
+}
+
+/// The same arithmetic one value at a time: the scalar variant, and the
+/// reference every SIMD path is held to bit for bit.
+pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, x: [*]const u8, out: *[16]f32) void {
+    const rec = packing.recordBytes(q);
+    const ng = n_sb * 8;
+    const so = ActRow.scalesOffset(ng);
+    const su = ActRow.sumsOffset(ng);
+    for (0..16) |lane| {
+        var acc: f32 = 0;
+        for (0..n_sb) |sb| {
+            const r = panel + sb * rec;
+            var fa: f32 = 0;
+            switch (q) {
+                .q4_k => {
+                    var ma: f32 = 0;
+                    for (0..8) |j| {
+                        const g = sb * 8 + j;
+                        const qs = x + g * abi.q8_0_block_bytes + 2;
+                        var isum: i32 = 0;
+                        for (0..32) |i| {
+                            const byte = r[packing.k4_q + ((j / 2) * 8 + i / 4) * 64 + lane * 4 + i % 4];
+                            const nib: i32 = if (j % 2 == 0) byte & 15 else byte >> 4;
+                            isum += nib * @as(i32, @as(i8, @bitCast(qs[i])));
+                        }
+                        const sc: i32 = r[packing.k4_sc + j * 16 + lane];
+                        const mn: f32 = @floatFromInt(r[packing.k4_m + j * 16 + lane]);
+                        const dx = readF32(x + so + g * 4);
+                        const sx: f32 = @floatFromInt(readI32(x + su + g * 4));
+                        fa = @mulAdd(f32, @floatFromInt(isum * sc), dx, fa);
+                        ma = @mulAdd(f32, mn, dx * sx, ma);
+                    }
+                    acc = @mulAdd(f32, f16At(r + packing.k4_d + lane * 2), fa, acc);
+                    acc = @mulAdd(f32, -f16At(r + packing.k4_dmin + lane * 2), ma, acc);
+                },
+                .q6_k => {
+                    for ([_]usize{ 0, 2, 1, 3, 4, 6, 5, 7 }) |j| {
+                        const n = j / 4;
+                        const quad = j % 4;
+                        const g = sb * 8 + j;
+                        const qs = x + g * abi.q8_0_block_bytes + 2;
+                        var t: i32 = 0;
+                        for (0..2) |half| {
+                            var isum: i32 = 0;
+                            for (0..16) |ii| {
+                                const i = half * 16 + ii;
+                                const at = packing.k6_q + (n * 8 + i / 4) * 3 * 64 + lane * 4 + i % 4;
+                                const ql = r[at + (quad & 1) * 64];
+                                const qh = r[at + 128];
+                                const low: i32 = if (quad < 2) ql & 15 else ql >> 4;
+                                const high: i32 = (qh >> @intCast(2 * quad)) & 3;
+                                isum += (low + 16 * high - 32) * @as(i32, @as(i8, @bitCast(qs[i])));
+                            }
+                            const sc: i32 = @as(i8, @bitCast(r[packing.k6_sc + (8 * n + 2 * quad + half) * 16 + lane]));
+                            t += isum * sc;
+                        }
+                        fa = @mulAdd(f32, @floatFromInt(t), readF32(x + so + g * 4), fa);
+                    }
+                    acc = @mulAdd(f32, f16At(r + packing.k6_d + lane * 2), fa, acc);
+                },
+                else => unreachable,
+            }
+        }
+        out[lane] = acc;
+    }
+}
+
+/// packedPanels for the K records (kernels.zig dispatches here): panels
+/// [0, n_panels) of `ng / 8` super-blocks against tokens [0, n_tok).
+pub fn kPanels(comptime q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
+    @setEvalBranchQuota(50000);
+    assert(ng % 8 == 0 and ng >= 8);
+    const n_sb = ng / 8;
+    const pb = n_sb * packing.recordBytes(q);
+    for (0..n_panels) |p| {
+        const panel = w + p * pb;
+        const valid: usize = @min(16, rows - p * 16);
+        var t: usize = 0;
+        if (k.panel_prim) |prim| {
+            const NB = comptime kBlock(prim);
+            while (t + NB <= n_tok) : (t += NB) {
+                var out: [NB][16]f32 = undefined;
+                kPanelSimd(prim, q, NB, panel, n_sb, x + t * x_stride, x_stride, &out);
+                inline for (0..NB) |j| @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], out[j][0..valid]);
+            }
+            while (t < n_tok) : (t += 1) {
+                var out: [1][16]f32 = undefined;
+                kPanelSimd(prim, q, 1, panel, n_sb, x + t * x_stride, x_stride, &out);
+                @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0][0..valid]);
+            }
+        } else {
+            while (t < n_tok) : (t += 1) {
+                var out: [16]f32 = undefined;
+                kPanelScalar(q, panel, n_sb, x + t * x_stride, &out);
+                @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0..valid]);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+const testing = std.testing;
+const blocks = @import("blocks.zig");
+
+/// ActRows of `n_tok` tokens of `ng` random groups; quants in [-127, 127].
+fn randomActRows(rng: std.Random, ng: usize, n_tok: usize, out: []u8) void {
+    const stride = ActRow.bytes(ng);
+    rng.bytes(out);
+    for (0..n_tok) |t| {
+        const xr = out[t * stride ..];
+        for (0..ng) |g| {
+            var sum: i32 = 0;
+            for (xr[g * 34 + 2 ..][0..32]) |*v| v.* = if (v.* == 0x80) 0x81 else v.*;
+            for (0..32) |j| sum += @as(i8, @bitCast(xr[g * 34 + 2 + j]));
+            std.mem.writeInt(i32, xr[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
+            const d: f32 = rng.float(f32) * 0.05;
+            std.mem.writeInt(u32, xr[ActRow.scalesOffset(ng) + g * 4 ..][0..4], @bitCast(d), .little);
+        }
+    }
+}
+
+/// Random K records with finite scales, as packing makes them from ggml blocks.
+fn randomKPanels(comptime q: packing.Quant, rng: std.Random, out: []u8) void {
+    const rec = packing.recordBytes(q);
+    rng.bytes(out);
+    var at: usize = 0;
+    while (at < out.len) : (at += rec) {
+        for (0..16) |lane| {
+            const d = abi.f32ToF16(rng.float(f32) * 0.1);
+            std.mem.writeInt(u16, out[at + lane * 2 ..][0..2], d, .little);
+            if (q == .q4_k) {
+                const dmin = abi.f32ToF16(rng.float(f32) * 0.1);
+                std.mem.writeInt(u16, out[at + packing.k4_dmin + lane * 2 ..][0..2], dmin, .little);
+                // Six-bit scales and mins.
+                for (0..8) |j| {
+                    out[at + packing.k4_sc + j * 16 + lane] &= 63;
+                    out[at + packing.k4_m + j * 16 + lane] &= 63;
+                }
+            }
+        }
+    }
+}
+
+test "K panels: every variant equals the one-value-at-a-time reference bit for bit, for 1..9 tokens" {
+    var prng = std.Random.DefaultPrng.init(21);
+    const rng = prng.random();
+    inline for ([_]packing.Quant{ .q4_k, .q6_k }) |q| {
+        const n_sb: usize = 2;
+        const ng = n_sb * 8;
+        const n_panels: usize = 3;
+        const rows: usize = 37;
+        const rec = comptime packing.recordBytes(q);
+        var w: [n_panels * n_sb * rec]u8 = undefined;
+        randomKPanels(q, rng, &w);
+        const stride = ActRow.bytes(ng);
+        var x: [9 * ActRow.bytes(16)]u8 align(64) = undefined;
+        randomActRows(rng, ng, 9, &x);
+        for (1..10) |n_tok| {
+            var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
+            kPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);
+            for (0..n_tok) |t| {
+                for (0..n_panels) |p| {
+                    var expect: [16]f32 = undefined;
+                    kPanelScalar(q, w[p * n_sb * rec ..].ptr, n_sb, x[t * stride ..].ptr, &expect);
+                    for (0..16) |lane| {
+                        const r = p * 16 + lane;
+                        const want: f32 = if (r < rows) expect[lane] else -1;
+                        try testing.expectEqual(want, y[t * 48 + r]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+test "K panels agree with the f64 dot of ggml's values and with the tile kernel" {
+    const bk = @import("block_kernels.zig");
+    var prng = std.Random.DefaultPrng.init(22);
+    const rng = prng.random();
+    inline for ([_]packing.Quant{ .q4_k, .q6_k }) |q| {
+        const b: blocks.Block = if (q == .q4_k) .q4_k else .q6_k;
+        const rows: usize = 20;
+        const cols: usize = 512;
+        const bb = comptime packing.blockBytes(q);
+        const nb = cols / 256;
+        var src_blocks: [rows * nb * bb]u8 = undefined;
+        rng.bytes(&src_blocks);
+        for (0..rows * nb) |i| {
+            const at: []const usize = if (q == .q4_k) &.{ 0, 2 } else &.{208};
+            for (at) |o| std.mem.writeInt(u16, src_blocks[i * bb + o ..][0..2], abi.f32ToF16(rng.float(f32) * 0.1 + 0.001), .little);
+        }
+        // One stripe of two 256-column tiles, each a header and a block per row.
+        var src: [2 * packing.tileBytes(q, rows, 256)]u8 = undefined;
+        for (0..nb) |t| {
+            const pos = t * packing.tileBytes(q, rows, 256);
+            @memset(src[pos..][0..packing.tile_header_bytes], 0);
+            for (0..rows) |r| @memcpy(src[pos + packing.tile_header_bytes + r * bb ..][0..bb], src_blocks[(r * nb + t) * bb ..][0..bb]);
+        }
+        var run = packing.Run{ .q = q, .cols = cols, .n_members = 1, .rows = undefined };
+        run.rows[0] = rows;
+        var dst: [2 * nb * packing.recordBytes(q)]u8 = undefined;
+        for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+        const ng = cols / 32;
+        var x: [ActRow.bytes(16)]u8 align(64) = undefined;
+        randomActRows(rng, ng, 1, &x);
+        var y_panels: [rows]f32 = undefined;
+        kPanels(q, &dst, 2, ng, &x, x.len, 1, &y_panels, rows, rows);
+        var y_tiles: [rows]f32 = undefined;
+        bk.blockStripe(if (q == .q4_k) .q4_k else .q6_k, &src, rows, cols, &x, x.len, 1, &y_tiles, rows);
+        for (0..rows) |r| {
+            var want: f64 = 0;
+            var mag: f64 = 0;
+            var vals: [256]f32 = undefined;
+            for (0..nb) |t| {
+                blocks.dequantize(b, src_blocks[(r * nb + t) * bb ..].ptr, &vals);
+                for (0..256) |i| {
+                    const g = t * 8 + i / 32;
+                    const dx: f64 = @as(f32, @bitCast(std.mem.readInt(u32, x[ActRow.scalesOffset(ng) + g * 4 ..][0..4], .little)));
+                    const xv = dx * @as(f64, @floatFromInt(@as(i8, @bitCast(x[g * 34 + 2 + i % 32]))));
+                    want += @as(f64, vals[i]) * xv;
+                    mag += @abs(@as(f64, vals[i]) * xv);
+                }
+            }
+            const tol = 1e-5 * mag + 1e-6;
+            try testing.expect(@abs(want - y_panels[r]) <= tol);
+            try testing.expect(@abs(want - y_tiles[r]) <= tol);
+        }
+    }
+}
