@@ -201,6 +201,11 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: 'require "Authorization: Bearer K" (except on /health)',
     },
     {
+      name: "strict",
+      type: "boolean",
+      help: "refuse unknown request fields (400) and bodies not typed application/json (415)",
+    },
+    {
       name: "format",
       type: "string",
       arg: "F",
@@ -352,15 +357,20 @@ export const COMMANDS: readonly CommandSpec[] = [
     description:
       "Serves /v1/chat/completions, /v1/completions (streamed or whole), /v1/models, /health,\n" +
       "/tokenize and /detokenize until SIGINT or SIGTERM. Prints 'listening on URL' once ready.\n" +
-      "Each --parallel instance holds its own weights and KV cache.",
+      "Each --parallel instance holds its own weights and KV cache. Unknown request fields are\n" +
+      "ignored (named in the x-cflow-ignored-fields header and the log) and a body without an\n" +
+      "application/json type is read as JSON unless the request comes from a web page (Origin),\n" +
+      "as llama-server does; --strict refuses both. One line per request goes to stderr:\n" +
+      "method, path, status, milliseconds, prompt and generated tokens, ignored fields.",
     options: [
       "host",
       "port",
       "parallel",
       "api-key",
+      "strict",
       ...MODEL,
       "template",
-      ["json", "print the listening line as JSON: url, model, parallel"],
+      ["json", "print the listening line and the request log lines as JSON"],
     ],
     examples: [
       "cflow serve --port 8080",

@@ -454,6 +454,7 @@ export async function main(args: string[]): Promise<number> {
             port: port === undefined ? 8080 : int(port, "--port", 0, 65535),
             parallel: parallel === undefined ? 1 : int(parallel, "--parallel", 1, 256),
             apiKey: str(p, "api-key"),
+            strict: flag(p, "strict"),
           });
         }
         if (command === "perplexity") {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { checkAddress, startServer } from "../server/mod.ts";
+import { checkAddress, type RequestLogEntry, startServer } from "../server/mod.ts";
 import { type ModelArgs, packedOption, resolveForCli } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
 
@@ -15,6 +15,38 @@ export interface ServeArgs extends ModelArgs {
   port: number;
   parallel: number;
   apiKey?: string;
+  /** Refuse unknown fields and bodies not typed application/json. */
+  strict?: boolean;
+}
+
+/**
+ * One request as a log line: `cflow serve: POST /v1/completions 200 35 ms, prompt 5,
+ * generated 8, ignored n_predict`, or with `json` one JSON object.
+ *
+ * @example
+ * ```ts
+ * import { requestLogLine } from "./serve.ts";
+ * console.log(requestLogLine({ method: "GET", path: "/health", status: 200, ms: 1, ignored: [] }, false));
+ * // cflow serve: GET /health 200 1 ms
+ * ```
+ */
+export function requestLogLine(e: RequestLogEntry, json: boolean): string {
+  if (json) {
+    return JSON.stringify({
+      method: e.method,
+      path: e.path,
+      status: e.status,
+      ms: e.ms,
+      prompt_tokens: e.promptTokens ?? null,
+      completion_tokens: e.completionTokens ?? null,
+      ignored_fields: e.ignored,
+    });
+  }
+  const parts = [`cflow serve: ${e.method} ${e.path} ${e.status} ${e.ms} ms`];
+  if (e.promptTokens !== undefined) parts.push(`prompt ${e.promptTokens}`);
+  if (e.completionTokens !== undefined) parts.push(`generated ${e.completionTokens}`);
+  if (e.ignored.length > 0) parts.push(`ignored ${e.ignored.join(" ")}`);
+  return parts.join(", ");
 }
 
 /**
@@ -43,6 +75,8 @@ export async function runServe(args: ServeArgs): Promise<number> {
     kvCache: args.kvCache,
     packed: packedOption(args.packed),
     template: args.template,
+    strict: args.strict,
+    log: (e) => console.error(requestLogLine(e, args.json)),
   });
   const stop = () => void server.close();
   Deno.addSignalListener("SIGINT", stop);

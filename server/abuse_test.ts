@@ -6,7 +6,7 @@
  * must cancel only their own generation. Skipped when the test model has not been fetched.
  */
 import assert from "node:assert/strict";
-import type { Server } from "./mod.ts";
+import type { RequestLogEntry, Server } from "./mod.ts";
 import { post, present, withServer } from "./_test_server.ts";
 
 const enc = new TextEncoder();
@@ -300,7 +300,8 @@ Deno.test({
   name: "abuse: invalid JSON, non-objects, wrong content types, invalid UTF-8 → 4xx JSON",
   ignore: !present,
   async fn() {
-    await withServer({}, async (server) => {
+    // --strict: what llama-server would accept (unknown fields, bodies not typed JSON) is refused.
+    await withServer({ strict: true }, async (server) => {
       const chat = `${server.url}/v1/chat/completions`;
       const cmpl = `${server.url}/v1/completions`;
       for (
@@ -326,7 +327,7 @@ Deno.test({
       );
       await expectError(await post(cmpl, { prompt: "x", constructor: 1 }), 400, "constructor");
 
-      // Only application/json (any charset parameter) is read.
+      // Under --strict only application/json (any charset parameter) is read.
       const body = JSON.stringify({ prompt: "Hi", max_tokens: 1 });
       for (
         const type of [
@@ -400,11 +401,87 @@ Deno.test({
 });
 
 Deno.test({
+  name: "abuse: by default unknown fields are ignored and named, and curl's untyped bodies read",
+  ignore: !present,
+  async fn() {
+    const logged: RequestLogEntry[] = [];
+    await withServer({ log: (e) => logged.push(e) }, async (server) => {
+      const cmpl = `${server.url}/v1/completions`;
+      // llama-server's own fields, and a prototype key: ignored, named in a header, never used.
+      const r = await post(cmpl, {
+        prompt: "Hi",
+        max_tokens: 2,
+        n_predict: 50,
+        cache_prompt: true,
+        ignore_eos: true,
+      });
+      assert.equal(r.status, 200, await r.clone().text());
+      assert.equal(r.headers.get("x-cflow-ignored-fields"), "n_predict, cache_prompt, ignore_eos");
+      assert.ok((await r.json()).usage.completion_tokens <= 2);
+      const proto = await post(cmpl, '{"prompt":"x","max_tokens":1,"__proto__":{"stream":true}}');
+      assert.equal(proto.status, 200);
+      assert.equal(proto.headers.get("x-cflow-ignored-fields"), "__proto__");
+      assert.equal((await proto.json()).object, "text_completion");
+      // Nested unknown fields are named with their path; at most 16 names are kept.
+      const many: Record<string, unknown> = { prompt: "x", max_tokens: 1 };
+      for (let i = 0; i < 40; i++) many[`f${i}`] = i;
+      const m = await post(cmpl, many);
+      assert.equal(m.status, 200);
+      assert.equal(m.headers.get("x-cflow-ignored-fields")!.split(", ").length, 16);
+      await m.body?.cancel();
+      const chat = await post(`${server.url}/v1/chat/completions`, {
+        messages: [{ role: "user", content: "Hi", id: 7 }],
+        max_tokens: 1,
+      });
+      assert.equal(chat.status, 200);
+      assert.equal(chat.headers.get("x-cflow-ignored-fields"), "messages[0].id");
+      await chat.body?.cancel();
+      // Known fields keep their checks.
+      await expectError(await post(cmpl, { prompt: "x", temperature: "hot" }), 400, "temperature");
+
+      // Bodies without a JSON type are read as JSON when no web page sent them (no Origin):
+      // curl -d's default, text/plain (fetch's default for a string) and no type at all.
+      const body = JSON.stringify({ prompt: "Hi", max_tokens: 1 });
+      for (const type of ["application/x-www-form-urlencoded", "text/plain;charset=UTF-8", ""]) {
+        const headers = new Headers(type === "" ? {} : { "content-type": type });
+        const req = new Request(cmpl, { method: "POST", headers, body });
+        if (type === "") req.headers.delete("content-type");
+        const ok = await fetch(req);
+        assert.equal(ok.status, 200, `${type}: ${await ok.clone().text()}`);
+        await ok.body?.cancel();
+        // A page's cross-site request (it has an Origin) still needs application/json.
+        const page = await fetch(cmpl, {
+          method: "POST",
+          headers: { ...(type === "" ? {} : { "content-type": type }), origin: "http://evil.test" },
+          body,
+        });
+        await expectError(page, 415, null, "unsupported_media_type");
+      }
+      for (const type of ["multipart/form-data; boundary=x", "text/json", "application/jsonp"]) {
+        const bad = await fetch(cmpl, { method: "POST", headers: { "content-type": type }, body });
+        await expectError(bad, 415, null, "unsupported_media_type");
+      }
+    });
+    // One log entry per request, with its status, tokens and ignored fields.
+    const first = logged[0];
+    assert.equal(first.method, "POST");
+    assert.equal(first.path, "/v1/completions");
+    assert.equal(first.status, 200);
+    assert.equal(first.promptTokens !== undefined && first.promptTokens > 0, true);
+    assert.ok(first.completionTokens !== undefined && first.completionTokens <= 2);
+    assert.deepEqual(first.ignored, ["n_predict", "cache_prompt", "ignore_eos"]);
+    assert.ok(logged.some((e) => e.status === 415));
+    assert.ok(logged.some((e) => e.status === 400 && e.completionTokens === undefined));
+  },
+});
+
+Deno.test({
   name: "abuse: every bounded field, out of range or mistyped, gets a 400 naming it",
   ignore: !present,
   async fn() {
     const ctx = 128;
-    await withServer({ contextLength: ctx }, async (server) => {
+    // --strict, so that unknown nested fields (stream_options.bogus) are refused too.
+    await withServer({ contextLength: ctx, strict: true }, async (server) => {
       // SmolLM2's vocabulary: the last id detokenizes, the next does not.
       const vocab = 49152;
       assert.equal((await post(`${server.url}/detokenize`, { tokens: [vocab - 1] })).status, 200);

@@ -56,6 +56,44 @@ export interface ServerState {
   apiKeyHash?: Uint8Array;
   /** Aborted by close(): ends every generation. */
   shutdown: AbortSignal;
+  /**
+   * Refuse what llama-server accepts: unknown fields (400) and bodies without an
+   * `application/json` type (415). Default false: they are ignored and accepted.
+   */
+  strict?: boolean;
+  /** Called once per request when its response is complete (streams: when they end). */
+  log?: (entry: RequestLogEntry) => void;
+}
+
+/**
+ * One request as `cflow serve` logs it.
+ *
+ * @example
+ * ```ts
+ * import type { RequestLogEntry } from "./handler.ts";
+ * const e: RequestLogEntry = { method: "POST", path: "/v1/completions", status: 200, ms: 12, ignored: [] };
+ * console.log(e.status);
+ * ```
+ */
+export interface RequestLogEntry {
+  method: string;
+  path: string;
+  status: number;
+  /** Milliseconds from the request to its last byte. */
+  ms: number;
+  promptTokens?: number;
+  completionTokens?: number;
+  /** Unknown fields of the body that were ignored. */
+  ignored: string[];
+}
+
+/** What one request's handlers learn, for its log line and headers. */
+interface RequestInfo {
+  ignored: string[];
+  promptTokens?: number;
+  completionTokens?: number;
+  /** Set by a streamed response: resolves when the stream has ended. */
+  streamEnded?: Promise<void>;
 }
 
 /**
@@ -88,14 +126,23 @@ function head(prefix: string, modelId: string): ResponseHead {
   };
 }
 
-function needJson(request: Request): void {
+function needJson(request: Request, strict: boolean): void {
   const type = request.headers.get("content-type") ?? "";
-  // Also makes a browser preflight a cross-site POST, which this server never answers.
-  if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new ApiError(415, "the request body must be application/json", {
-      code: "unsupported_media_type",
-    });
-  }
+  if (/^application\/json\s*(;|$)/i.test(type)) return;
+  // A JSON type makes a browser preflight a cross-site POST, which this server never answers.
+  // Browsers send Origin with every POST, so a request without one is not a web page's: curl's
+  // default (-d: application/x-www-form-urlencoded), a missing type or text/plain are read as
+  // JSON then, as llama-server reads them (docs/SECURITY.md).
+  const lenient = /^(application\/x-www-form-urlencoded|text\/plain)?\s*(;|$)/i.test(type);
+  if (!strict && lenient && request.headers.get("origin") === null) return;
+  throw new ApiError(415, "the request body must be application/json", {
+    code: "unsupported_media_type",
+  });
+}
+
+/** The ignored-fields list of a request, or undefined (refuse them) under `strict`. */
+function ignoredOf(state: ServerState, info: RequestInfo): string[] | undefined {
+  return state.strict ? undefined : info.ignored;
 }
 
 /** Prompt ids, checked against the context, and the token budget. */
@@ -132,6 +179,7 @@ type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
 async function complete(
   state: ServerState,
   request: Request,
+  info: RequestInfo,
   prompt: number[],
   r: SamplingRequest,
   maxTokens: number,
@@ -154,9 +202,11 @@ async function complete(
     cleanup();
     throw error;
   }
+  info.promptTokens = prompt.length;
   if (!r.stream) {
     try {
       const result = await runGeneration(slot, prompt, r, maxTokens, abort.signal, () => {});
+      info.completionTokens = result.completionTokens;
       if (result.aborted) {
         throw new ApiError(499, "the request was cancelled", { code: "cancelled" });
       }
@@ -182,7 +232,7 @@ async function complete(
       onGone(); // the stream is closed: the client left
     }
   };
-  (async () => {
+  info.streamEnded = (async () => {
     try {
       for (const b of stream.start) send(b);
       const result = await runGeneration(
@@ -193,6 +243,7 @@ async function complete(
         abort.signal,
         (text) => send(stream.emit(text)),
       );
+      info.completionTokens = result.completionTokens;
       if (!result.aborted) {
         for (const b of stream.finish(result, prompt.length)) send(b);
         send(SSE_DONE);
@@ -234,10 +285,20 @@ function slotScore(slot: ModelSlot, prompt: readonly number[]): number {
   return cache.reusable(prompt);
 }
 
-async function chatCompletions(state: ServerState, request: Request): Promise<Response> {
-  needJson(request);
+async function chatCompletions(
+  state: ServerState,
+  request: Request,
+  info: RequestInfo,
+): Promise<Response> {
+  needJson(request, state.strict === true);
   const body = await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs);
-  const r = validateChatRequest(body, state.limits, state.vocab, state.contextLength);
+  const r = validateChatRequest(
+    body,
+    state.limits,
+    state.vocab,
+    state.contextLength,
+    ignoredOf(state, info),
+  );
   if (state.chatTemplate === undefined) {
     throw new ApiError(400, "the model has no chat template: use /v1/completions", {
       code: "no_chat_template",
@@ -265,6 +326,7 @@ async function chatCompletions(state: ServerState, request: Request): Promise<Re
   return await complete(
     state,
     request,
+    info,
     prompt,
     r,
     maxTokens,
@@ -314,16 +376,27 @@ function finishChunks(
   ];
 }
 
-async function completions(state: ServerState, request: Request): Promise<Response> {
-  needJson(request);
+async function completions(
+  state: ServerState,
+  request: Request,
+  info: RequestInfo,
+): Promise<Response> {
+  needJson(request, state.strict === true);
   const body = await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs);
-  const r = validateCompletionRequest(body, state.limits, state.vocab, state.contextLength);
+  const r = validateCompletionRequest(
+    body,
+    state.limits,
+    state.vocab,
+    state.contextLength,
+    ignoredOf(state, info),
+  );
   const prompt = state.tokenizer.encode(r.prompt, { addSpecial: true, parseSpecial: false });
   const maxTokens = budget(state, prompt, r, "prompt");
   const h = head("cmpl", state.modelId);
   return await complete(
     state,
     request,
+    info,
     prompt,
     r,
     maxTokens,
@@ -348,7 +421,7 @@ async function completions(state: ServerState, request: Request): Promise<Respon
   );
 }
 
-async function route(state: ServerState, request: Request): Promise<Response> {
+async function route(state: ServerState, request: Request, info: RequestInfo): Promise<Response> {
   const { pathname } = new URL(request.url);
   const routes: Record<string, [string, () => Promise<Response> | Response]> = {
     "/health": ["GET", () =>
@@ -363,13 +436,14 @@ async function route(state: ServerState, request: Request): Promise<Response> {
         object: "list",
         data: [{ id: state.modelId, object: "model", created: 0, owned_by: "cflow" }],
       })],
-    "/v1/chat/completions": ["POST", () => chatCompletions(state, request)],
-    "/v1/completions": ["POST", () => completions(state, request)],
+    "/v1/chat/completions": ["POST", () => chatCompletions(state, request, info)],
+    "/v1/completions": ["POST", () => completions(state, request, info)],
     "/tokenize": ["POST", async () => {
-      needJson(request);
+      needJson(request, state.strict === true);
       const r = validateTokenizeRequest(
         await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs),
         state.limits,
+        ignoredOf(state, info),
       );
       return jsonResponse({
         tokens: state.tokenizer.encode(r.content, {
@@ -379,11 +453,12 @@ async function route(state: ServerState, request: Request): Promise<Response> {
       });
     }],
     "/detokenize": ["POST", async () => {
-      needJson(request);
+      needJson(request, state.strict === true);
       const ids = validateDetokenizeRequest(
         await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs),
         state.limits,
         state.tokenizer.vocabSize,
+        ignoredOf(state, info),
       );
       return jsonResponse({ content: state.tokenizer.decode(ids) });
     }],
@@ -418,15 +493,41 @@ async function route(state: ServerState, request: Request): Promise<Response> {
  */
 export function createHandler(state: ServerState): (request: Request) => Promise<Response> {
   return async (request) => {
+    const started = performance.now();
+    const info: RequestInfo = { ignored: [] };
+    let response: Response;
     try {
-      return await route(state, request);
+      response = await route(state, request, info);
     } catch (error) {
-      if (error instanceof ApiError) return errorResponse(error);
-      if (error instanceof DOMException && error.name === "AbortError") {
-        return errorResponse(new ApiError(499, "the request was cancelled", { code: "cancelled" }));
+      if (error instanceof ApiError) {
+        response = errorResponse(error);
+      } else if (error instanceof DOMException && error.name === "AbortError") {
+        response = errorResponse(
+          new ApiError(499, "the request was cancelled", { code: "cancelled" }),
+        );
+      } else {
+        console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
+        response = errorResponse(new ApiError(500, "internal error", { code: "internal_error" }));
       }
-      console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
-      return errorResponse(new ApiError(500, "internal error", { code: "internal_error" }));
     }
+    if (info.ignored.length > 0) {
+      // Names only (at most 16, 64 characters each), so the header stays small.
+      response.headers.set("x-cflow-ignored-fields", info.ignored.join(", "));
+    }
+    const log = state.log;
+    if (log !== undefined) {
+      const entry = (): RequestLogEntry => ({
+        method: request.method,
+        path: new URL(request.url).pathname.slice(0, 200),
+        status: response.status,
+        ms: Math.round(performance.now() - started),
+        promptTokens: info.promptTokens,
+        completionTokens: info.completionTokens,
+        ignored: info.ignored,
+      });
+      if (info.streamEnded === undefined) log(entry());
+      else void info.streamEnded.then(() => log(entry()));
+    }
+    return response;
   };
 }

@@ -4,7 +4,8 @@
  * Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as
  * server-sent events or whole), `GET /v1/models`, `GET /health`,
  * `POST /tokenize`, `POST /detokenize`. Every request body is capped in size,
- * strict UTF-8 JSON, and validated field by field (unknown fields are refused).
+ * strict UTF-8 JSON, and validated field by field (unknown fields are ignored and named in the
+ * `x-cflow-ignored-fields` header, or refused with `strict`).
  *
  * One model instance (one KV cache) runs one generation at a time; `parallel`
  * opens that many instances, and requests beyond them wait in a FIFO queue.
@@ -28,12 +29,13 @@ import { chatTemplateFrom } from "../chat/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
-import { createHandler, type ServerState, sha256 } from "./handler.ts";
+import { createHandler, type RequestLogEntry, type ServerState, sha256 } from "./handler.ts";
 import type { ModelSlot } from "./run_generation.ts";
 import { SlotPool } from "./slot_pool.ts";
 import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 
 export { ApiError } from "./api_error.ts";
+export type { RequestLogEntry } from "./handler.ts";
 export { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 export { SlotPool } from "./slot_pool.ts";
 
@@ -72,6 +74,14 @@ export interface ServerOptions {
   template?: string;
   /** Request bounds (default {@link DEFAULT_LIMITS}). */
   limits?: Partial<RequestLimits>;
+  /**
+   * Refuse unknown fields (400) and bodies not typed `application/json` (415). Default false:
+   * unknown fields are ignored and named in the `x-cflow-ignored-fields` header, and a body
+   * without a JSON type is read as JSON unless it comes from a web page (an `Origin` header).
+   */
+  strict?: boolean;
+  /** Called once per request when its response is complete (`cflow serve` prints a line). */
+  log?: (entry: RequestLogEntry) => void;
 }
 
 /**
@@ -196,6 +206,8 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     limits,
     apiKeyHash: options.apiKey === undefined ? undefined : await sha256(options.apiKey),
     shutdown: shutdown.signal,
+    strict: options.strict === true,
+    log: options.log,
   };
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {

@@ -136,13 +136,27 @@ function object(v: unknown, param: string | null): Obj {
   return v as Obj;
 }
 
-function onlyKeys(o: Obj, allowed: ReadonlySet<string>, prefix = ""): void {
+/**
+ * Unknown fields: refused (400) when `ignored` is undefined (`serve --strict`), else their
+ * names are added to it and they are ignored, as llama-server ignores what it does not know.
+ */
+function onlyKeys(
+  o: Obj,
+  allowed: ReadonlySet<string>,
+  prefix: string,
+  ignored: string[] | undefined,
+): void {
   for (const k of Object.keys(o)) {
-    if (!allowed.has(k)) {
+    if (allowed.has(k)) continue;
+    if (ignored === undefined) {
       throw bad(`unknown or unsupported field '${prefix}${k}'`, `${prefix}${k}`, "unknown_field");
     }
+    if (ignored.length < MAX_IGNORED) ignored.push(`${prefix}${k}`.slice(0, 64));
   }
 }
+
+/** At most this many ignored field names are kept (for the response header and the log). */
+const MAX_IGNORED = 16;
 
 /** A number field in [lo, hi] (lo excluded when `openLo`), or `fallback` when absent/null. */
 function number(
@@ -222,6 +236,7 @@ function sampling(
   limits: RequestLimits,
   vocab: number,
   contextLength: number,
+  ignored: string[] | undefined,
 ): SamplingRequest {
   if (o.model !== undefined && o.model !== null) text(o.model, "model", 256);
   if (o.user !== undefined && o.user !== null) text(o.user, "user", 256);
@@ -241,7 +256,7 @@ function sampling(
   if (o.stream_options !== undefined && o.stream_options !== null) {
     if (!stream) throw bad("stream_options needs stream: true", "stream_options");
     const so = object(o.stream_options, "stream_options");
-    onlyKeys(so, new Set(["include_usage"]), "stream_options.");
+    onlyKeys(so, new Set(["include_usage"]), "stream_options.", ignored);
     includeUsage = boolean(so, "include_usage");
   }
   let stop: string[] = [];
@@ -302,7 +317,10 @@ const ROLES: ReadonlySet<string> = new Set(["system", "user", "assistant"]);
 /**
  * Validates a /v1/chat/completions body.
  *
- * @throws {ApiError} 400 naming the first field that is unknown, ill-typed or out of range.
+ * Unknown fields are refused, or, when `ignored` is given, listed there and ignored.
+ *
+ * @throws {ApiError} 400 naming the first field that is ill-typed, out of range or (without
+ * `ignored`) unknown.
  *
  * @example
  * ```ts
@@ -316,13 +334,14 @@ export function validateChatRequest(
   limits: RequestLimits,
   vocab: number,
   contextLength: number,
+  ignored?: string[],
 ): ChatRequest {
   const o = object(body, null);
-  onlyKeys(o, CHAT_KEYS);
+  onlyKeys(o, CHAT_KEYS, "", ignored);
   if (o.max_tokens !== undefined && o.max_completion_tokens !== undefined) {
     throw bad("give max_tokens or max_completion_tokens, not both", "max_tokens");
   }
-  const s = sampling(o, limits, vocab, contextLength);
+  const s = sampling(o, limits, vocab, contextLength, ignored);
   if (!Array.isArray(o.messages)) {
     throw bad(`messages must be an array, got ${kind(o.messages)}`, "messages", "invalid_type");
   }
@@ -334,7 +353,7 @@ export function validateChatRequest(
   const messages = o.messages.map((m: unknown, i: number) => {
     const p = `messages[${i}]`;
     const mo = object(m, p);
-    onlyKeys(mo, new Set(["role", "content", "name"]), `${p}.`);
+    onlyKeys(mo, new Set(["role", "content", "name"]), `${p}.`, ignored);
     const role = text(mo.role, `${p}.role`, 16);
     if (!ROLES.has(role)) throw bad(`${p}.role must be system, user or assistant`, `${p}.role`);
     if (mo.name !== undefined) text(mo.name, `${p}.name`, 64);
@@ -347,7 +366,7 @@ export function validateChatRequest(
       content = mo.content.map((part: unknown, j: number) => {
         const q = `${p}.content[${j}]`;
         const po = object(part, q);
-        onlyKeys(po, new Set(["type", "text"]), `${q}.`);
+        onlyKeys(po, new Set(["type", "text"]), `${q}.`, ignored);
         if (po.type !== "text") {
           throw bad(`${q}.type must be "text"`, `${q}.type`, "unsupported_field");
         }
@@ -368,7 +387,10 @@ export function validateChatRequest(
 /**
  * Validates a /v1/completions body (`prompt` is one string).
  *
- * @throws {ApiError} 400 naming the first field that is unknown, ill-typed or out of range.
+ * Unknown fields are refused, or, when `ignored` is given, listed there and ignored.
+ *
+ * @throws {ApiError} 400 naming the first field that is ill-typed, out of range or (without
+ * `ignored`) unknown.
  *
  * @example
  * ```ts
@@ -382,10 +404,11 @@ export function validateCompletionRequest(
   limits: RequestLimits,
   vocab: number,
   contextLength: number,
+  ignored?: string[],
 ): CompletionRequest {
   const o = object(body, null);
-  onlyKeys(o, COMPLETION_KEYS);
-  const s = sampling(o, limits, vocab, contextLength);
+  onlyKeys(o, COMPLETION_KEYS, "", ignored);
+  const s = sampling(o, limits, vocab, contextLength, ignored);
   const prompt = text(o.prompt, "prompt", limits.maxTextLength);
   return { ...s, prompt };
 }
@@ -402,9 +425,10 @@ export function validateCompletionRequest(
 export function validateTokenizeRequest(
   body: unknown,
   limits: RequestLimits,
+  ignored?: string[],
 ): { content: string; addSpecial: boolean } {
   const o = object(body, null);
-  onlyKeys(o, new Set(["content", "add_special"]));
+  onlyKeys(o, new Set(["content", "add_special"]), "", ignored);
   return {
     content: text(o.content, "content", limits.maxTextLength),
     addSpecial: boolean(o, "add_special"),
@@ -424,9 +448,10 @@ export function validateDetokenizeRequest(
   body: unknown,
   limits: RequestLimits,
   vocab: number,
+  ignored?: string[],
 ): number[] {
   const o = object(body, null);
-  onlyKeys(o, new Set(["tokens"]));
+  onlyKeys(o, new Set(["tokens"]), "", ignored);
   if (!Array.isArray(o.tokens)) {
     throw bad(`tokens must be an array, got ${kind(o.tokens)}`, "tokens", "invalid_type");
   }
