@@ -72,6 +72,7 @@ export {
   packableQuant,
   packedBytes,
   packRun,
+  type PanelQuant,
   Plan,
   PlanBuilder,
   RUN_KIND,

@@ -76,12 +76,17 @@ export interface ServerState {
  * ```
  */
 export interface RequestLogEntry {
+  /** The HTTP method. */
   method: string;
+  /** The URL path (at most 200 characters). */
   path: string;
+  /** The response status. */
   status: number;
   /** Milliseconds from the request to its last byte. */
   ms: number;
+  /** Prompt tokens, for a request that reached generation. */
   promptTokens?: number;
+  /** Generated tokens, for a request that reached generation. */
   completionTokens?: number;
   /** Unknown fields of the body that were ignored. */
   ignored: string[];
