@@ -88,8 +88,14 @@ for (const name of BUILTIN_MODELS) {
               float.norms.toExponential(2)
             }`,
           );
-          assert.ok(exact.norms <= 1e-3, `norms ${exact.norms}`);
-          assert.ok(exact.logits <= 1e-4, `logits ${exact.logits}`);
+          // Quantizing an activation to Q8_0 is a step function: a one-ulp difference in the
+          // sum before it (the variants sum in 8, 16 or 1 lanes, PyTorch in its own order)
+          // can move one quant, and that moves these relative errors by up to ~1e-3. On the
+          // Zen 3 (avx2 and scalar) arch4_async_experts measured norms 8.5e-4, logits 2.2e-4,
+          // and arch2_4_combined logits 9.1e-4 on scalar; avx512vnni stayed below 1e-4. A
+          // wrong operation moves them by whole units, and every position's argmax must agree.
+          assert.ok(exact.norms <= 2e-3, `norms ${exact.norms}`);
+          assert.ok(exact.logits <= 2e-3, `logits ${exact.logits}`);
           assert.ok(float.norms <= 3e-2, `float-activation norms ${float.norms}`);
           got.forEach((p, t) =>
             assert.equal(p.argmax, doc.traces.q4_0_q8_0.positions[t].argmax, `position ${t}`)

@@ -165,77 +165,83 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
             return v << @as(@Vector(R * 4, u3), @splat(n));
         }
     };
-    // One half of the panel's rows at a time over all super-blocks when
-    // several tokens share the weights (their accumulators then fit the
-    // registers); both halves per record for one token (each cache line used
-    // whole while in L1). The arithmetic of a row is the same either way.
+    // One token streams the panel from memory: every half of a 64-byte
+    // chunk is used at once (one activation broadcast for all of them, each
+    // cache line used whole while in L1). Several tokens read the panel from
+    // cache: one half of the rows at a time over all super-blocks, so that
+    // their accumulators fit the registers. A row's arithmetic is the same.
     const halves_outside = NT > 1 and H > 1;
     const HO = if (halves_outside) H else 1;
     const HI = if (halves_outside) 1 else H;
     inline for (0..HO) |ho| {
-        var acc: [NT][HI]VF = undefined;
-        inline for (0..NT) |j| {
-            inline for (0..HI) |hi| acc[j][hi] = @splat(0);
-        }
+        var acc: [NT][HI]VF = @splat(@splat(@splat(0)));
         for (0..n_sb) |sb| {
             const r = panel + sb * rec;
             const g0 = sb * 8;
-            inline for (0..HI) |hi| {
-                const h = ho + hi;
-                const row0 = h * R;
-                var fa: [NT]VF = @splat(@splat(0));
-                switch (q) {
-                    .q4_k => {
-                        var ma: [NT]VF = @splat(@splat(0));
-                        inline for (0..4) |l| {
-                            var lo: [NT]D.Acc = @splat(D.zero());
-                            var hg: [NT]D.Acc = @splat(D.zero());
-                            inline for (0..8) |c| {
+            var fa: [NT][HI]VF = @splat(@splat(@splat(0)));
+            switch (q) {
+                .q4_k => {
+                    var ma: [NT][HI]VF = @splat(@splat(@splat(0)));
+                    inline for (0..4) |l| {
+                        var lo: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                        var hg: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                        inline for (0..8) |c| {
+                            inline for (0..HI) |hi| {
+                                const row0 = (ho + hi) * R;
                                 const wv: VB = r[packing.k4_q + (l * 8 + c) * 64 + row0 * 4 ..][0 .. R * 4].*;
                                 const wl = wv & lo4;
                                 const wh = sh.r(wv, 4);
                                 inline for (0..NT) |j| {
                                     const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
-                                    lo[j] = D.stepU(lo[j], wl, D.broadcast(qs + (2 * l) * abi.q8_0_block_bytes + 4 * c));
-                                    hg[j] = D.stepU(hg[j], wh, D.broadcast(qs + (2 * l + 1) * abi.q8_0_block_bytes + 4 * c));
+                                    lo[j][hi] = D.stepU(lo[j][hi], wl, D.broadcast(qs + (2 * l) * abi.q8_0_block_bytes + 4 * c));
+                                    hg[j][hi] = D.stepU(hg[j][hi], wh, D.broadcast(qs + (2 * l + 1) * abi.q8_0_block_bytes + 4 * c));
                                 }
                             }
-                            const sc_lo = scalesU(R, r + packing.k4_sc + (2 * l) * 16 + row0);
-                            const sc_hi = scalesU(R, r + packing.k4_sc + (2 * l + 1) * 16 + row0);
-                            const m_lo: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l) * 16 + row0));
-                            const m_hi: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l + 1) * 16 + row0));
-                            inline for (0..NT) |j| {
-                                const xr = x + j * x_stride;
-                                const ga = g0 + 2 * l;
-                                const dx0 = readF32(xr + so + ga * 4);
-                                const dx1 = readF32(xr + so + (ga + 1) * 4);
-                                const sx0: f32 = @floatFromInt(readI32(xr + su + ga * 4));
-                                const sx1: f32 = @floatFromInt(readI32(xr + su + (ga + 1) * 4));
-                                fa[j] = @mulAdd(VF, @floatFromInt(D.scaled(lo[j], sc_lo)), @splat(dx0), fa[j]);
-                                fa[j] = @mulAdd(VF, @floatFromInt(D.scaled(hg[j], sc_hi)), @splat(dx1), fa[j]);
-                                ma[j] = @mulAdd(VF, m_lo, @splat(dx0 * sx0), ma[j]);
-                                ma[j] = @mulAdd(VF, m_hi, @splat(dx1 * sx1), ma[j]);
+                        }
+                        inline for (0..NT) |j| {
+                            const xr = x + j * x_stride;
+                            const ga = g0 + 2 * l;
+                            const dx0 = readF32(xr + so + ga * 4);
+                            const dx1 = readF32(xr + so + (ga + 1) * 4);
+                            const sx0: f32 = @floatFromInt(readI32(xr + su + ga * 4));
+                            const sx1: f32 = @floatFromInt(readI32(xr + su + (ga + 1) * 4));
+                            inline for (0..HI) |hi| {
+                                const row0 = (ho + hi) * R;
+                                const sc_lo = scalesU(R, r + packing.k4_sc + (2 * l) * 16 + row0);
+                                const sc_hi = scalesU(R, r + packing.k4_sc + (2 * l + 1) * 16 + row0);
+                                const m_lo: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l) * 16 + row0));
+                                const m_hi: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l + 1) * 16 + row0));
+                                fa[j][hi] = @mulAdd(VF, @floatFromInt(D.scaled(lo[j][hi], sc_lo)), @splat(dx0), fa[j][hi]);
+                                fa[j][hi] = @mulAdd(VF, @floatFromInt(D.scaled(hg[j][hi], sc_hi)), @splat(dx1), fa[j][hi]);
+                                ma[j][hi] = @mulAdd(VF, m_lo, @splat(dx0 * sx0), ma[j][hi]);
+                                ma[j][hi] = @mulAdd(VF, m_hi, @splat(dx1 * sx1), ma[j][hi]);
                             }
                         }
+                    }
+                    inline for (0..HI) |hi| {
+                        const row0 = (ho + hi) * R;
                         const d = f16s(R, r + packing.k4_d + row0 * 2);
                         const ndmin = -f16s(R, r + packing.k4_dmin + row0 * 2);
                         inline for (0..NT) |j| {
-                            acc[j][hi] = @mulAdd(VF, d, fa[j], acc[j][hi]);
-                            acc[j][hi] = @mulAdd(VF, ndmin, ma[j], acc[j][hi]);
+                            acc[j][hi] = @mulAdd(VF, d, fa[j][hi], acc[j][hi]);
+                            acc[j][hi] = @mulAdd(VF, ndmin, ma[j][hi], acc[j][hi]);
                         }
-                    },
-                    .q6_k => {
-                        inline for (0..2) |n| {
-                            // Pass p reads piece A (p = 0: quadrants 0 and 2)
-                            // or B (p = 1: quadrants 1 and 3) with H.
-                            inline for (0..2) |p| {
-                                var t_lo: [NT]D.VI = @splat(@splat(0));
-                                var t_hi: [NT]D.VI = @splat(@splat(0));
-                                inline for (0..2) |half| {
-                                    var lo: [NT]D.Acc = @splat(D.zero());
-                                    var hg: [NT]D.Acc = @splat(D.zero());
-                                    inline for (0..4) |cc| {
-                                        const c = half * 4 + cc;
+                    }
+                },
+                .q6_k => {
+                    inline for (0..2) |n| {
+                        // Pass p reads piece A (p = 0: quadrants 0 and 2)
+                        // or B (p = 1: quadrants 1 and 3) with H.
+                        inline for (0..2) |p| {
+                            var t_lo: [NT][HI]D.VI = @splat(@splat(@splat(0)));
+                            var t_hi: [NT][HI]D.VI = @splat(@splat(@splat(0)));
+                            inline for (0..2) |half| {
+                                var lo: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                                var hg: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                                inline for (0..4) |cc| {
+                                    const c = half * 4 + cc;
+                                    inline for (0..HI) |hi| {
+                                        const row0 = (ho + hi) * R;
                                         const at = packing.k6_q + (n * 8 + c) * 3 * 64 + row0 * 4;
                                         const pv: VB = r[at + p * 64 ..][0 .. R * 4].*;
                                         const hv: VB = r[at + 128 ..][0 .. R * 4].*;
@@ -246,32 +252,39 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                                         const wh = @as(VX, @bitCast(qh)) -% @as(VX, @splat(32));
                                         inline for (0..NT) |j| {
                                             const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
-                                            lo[j] = D.stepS(lo[j], wl, D.broadcast(qs + (4 * n + p) * abi.q8_0_block_bytes + 4 * c));
-                                            hg[j] = D.stepS(hg[j], wh, D.broadcast(qs + (4 * n + p + 2) * abi.q8_0_block_bytes + 4 * c));
+                                            lo[j][hi] = D.stepS(lo[j][hi], wl, D.broadcast(qs + (4 * n + p) * abi.q8_0_block_bytes + 4 * c));
+                                            hg[j][hi] = D.stepS(hg[j][hi], wh, D.broadcast(qs + (4 * n + p + 2) * abi.q8_0_block_bytes + 4 * c));
                                         }
                                     }
-                                    // Scales of the 16-column halves: k = 8n + 2 quadrant + half.
+                                }
+                                // Scales of the 16-column halves: k = 8n + 2 quadrant + half.
+                                inline for (0..HI) |hi| {
+                                    const row0 = (ho + hi) * R;
                                     const sc_lo = scalesS(R, r + packing.k6_sc + (8 * n + 2 * p + half) * 16 + row0);
                                     const sc_hi = scalesS(R, r + packing.k6_sc + (8 * n + 2 * (p + 2) + half) * 16 + row0);
                                     inline for (0..NT) |j| {
-                                        t_lo[j] += D.scaled(lo[j], sc_lo);
-                                        t_hi[j] += D.scaled(hg[j], sc_hi);
+                                        t_lo[j][hi] += D.scaled(lo[j][hi], sc_lo);
+                                        t_hi[j][hi] += D.scaled(hg[j][hi], sc_hi);
                                     }
                                 }
-                                inline for (0..NT) |j| {
-                                    const xr = x + j * x_stride;
-                                    const dx_lo = readF32(xr + so + (g0 + 4 * n + p) * 4);
-                                    const dx_hi = readF32(xr + so + (g0 + 4 * n + p + 2) * 4);
-                                    fa[j] = @mulAdd(VF, @floatFromInt(t_lo[j]), @splat(dx_lo), fa[j]);
-                                    fa[j] = @mulAdd(VF, @floatFromInt(t_hi[j]), @splat(dx_hi), fa[j]);
+                            }
+                            inline for (0..NT) |j| {
+                                const xr = x + j * x_stride;
+                                const dx_lo = readF32(xr + so + (g0 + 4 * n + p) * 4);
+                                const dx_hi = readF32(xr + so + (g0 + 4 * n + p + 2) * 4);
+                                inline for (0..HI) |hi| {
+                                    fa[j][hi] = @mulAdd(VF, @floatFromInt(t_lo[j][hi]), @splat(dx_lo), fa[j][hi]);
+                                    fa[j][hi] = @mulAdd(VF, @floatFromInt(t_hi[j][hi]), @splat(dx_hi), fa[j][hi]);
                                 }
                             }
                         }
-                        const d = f16s(R, r + packing.k6_d + row0 * 2);
-                        inline for (0..NT) |j| acc[j][hi] = @mulAdd(VF, d, fa[j], acc[j][hi]);
-                    },
-                    else => comptime unreachable,
-                }
+                    }
+                    inline for (0..HI) |hi| {
+                        const d = f16s(R, r + packing.k6_d + (ho + hi) * R * 2);
+                        inline for (0..NT) |j| acc[j][hi] = @mulAdd(VF, d, fa[j][hi], acc[j][hi]);
+                    }
+                },
+                else => comptime unreachable,
             }
         }
         inline for (0..NT) |j| {
@@ -346,37 +359,28 @@ pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, 
     }
 }
 
+/// The K panel kernels of `n_sb` super-blocks, for kernels.zig's panelTokens.
+fn KPanels(comptime q: packing.Quant) type {
+    return struct {
+        n_sb: usize,
+        pub const block: usize = if (k.panel_prim) |prim| kBlock(prim) else 1;
+        pub inline fn simd(self: @This(), comptime NT: usize, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+            kPanelSimd(k.panel_prim.?, q, NT, panel, self.n_sb, x, x_stride, out);
+        }
+        pub inline fn scalar(self: @This(), panel: [*]const u8, x: [*]const u8, out: *[16]f32) void {
+            kPanelScalar(q, panel, self.n_sb, x, out);
+        }
+    };
+}
+
 /// packedPanels for the K records (kernels.zig dispatches here): panels
 /// [0, n_panels) of `ng / 8` super-blocks against tokens [0, n_tok).
 pub fn kPanels(comptime q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
     @setEvalBranchQuota(50000);
     assert(ng % 8 == 0 and ng >= 8);
     const n_sb = ng / 8;
-    const pb = n_sb * packing.recordBytes(q);
-    for (0..n_panels) |p| {
-        const panel = w + p * pb;
-        const valid: usize = @min(16, rows - p * 16);
-        var t: usize = 0;
-        if (k.panel_prim) |prim| {
-            const NB = comptime kBlock(prim);
-            while (t + NB <= n_tok) : (t += NB) {
-                var out: [NB][16]f32 = undefined;
-                kPanelSimd(prim, q, NB, panel, n_sb, x + t * x_stride, x_stride, &out);
-                inline for (0..NB) |j| @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], out[j][0..valid]);
-            }
-            while (t < n_tok) : (t += 1) {
-                var out: [1][16]f32 = undefined;
-                kPanelSimd(prim, q, 1, panel, n_sb, x + t * x_stride, x_stride, &out);
-                @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0][0..valid]);
-            }
-        } else {
-            while (t < n_tok) : (t += 1) {
-                var out: [16]f32 = undefined;
-                kPanelScalar(q, panel, n_sb, x + t * x_stride, &out);
-                @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0..valid]);
-            }
-        }
-    }
+    const K = KPanels(q);
+    k.panelTokens(K, K{ .n_sb = n_sb }, w, n_sb * packing.recordBytes(q), n_panels, x, x_stride, n_tok, y, y_stride, rows);
 }
 
 // ---------------------------------------------------------------------------

@@ -896,6 +896,51 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
     }
 }
 
+/// Runs one panel kernel over panels [0, n_panels) of `pb` bytes each and
+/// tokens [0, n_tok), writing the first `rows` rows: `kern.simd(NT, ...)` on
+/// blocks of `K.block` tokens and then one token at a time, or
+/// `kern.scalar(...)` on the scalar variant. Every token gets the same
+/// arithmetic whatever n_tok (each kernel's contract).
+pub inline fn panelTokens(comptime K: type, kern: K, w: [*]const u8, pb: usize, n_panels: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
+    for (0..n_panels) |p| {
+        const panel = w + p * pb;
+        const valid: usize = @min(16, rows - p * 16);
+        var t: usize = 0;
+        if (panel_prim != null) {
+            while (t + K.block <= n_tok) : (t += K.block) {
+                var out: [K.block][16]f32 = undefined;
+                kern.simd(K.block, panel, x + t * x_stride, x_stride, &out);
+                inline for (0..K.block) |j| @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], out[j][0..valid]);
+            }
+            while (t < n_tok) : (t += 1) {
+                var out: [1][16]f32 = undefined;
+                kern.simd(1, panel, x + t * x_stride, x_stride, &out);
+                @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0][0..valid]);
+            }
+        } else {
+            while (t < n_tok) : (t += 1) {
+                var out: [16]f32 = undefined;
+                kern.scalar(panel, x + t * x_stride, &out);
+                @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0..valid]);
+            }
+        }
+    }
+}
+
+/// The Q4_0/Q8_0/Q4_1 panel kernels of `ng` 32-column groups, for panelTokens.
+fn GroupPanels(comptime q: packing.Quant) type {
+    return struct {
+        ng: usize,
+        pub const block: usize = if (panel_prim) |prim| panelBlock(prim) else 1;
+        pub inline fn simd(self: @This(), comptime NT: usize, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+            panelSimd(panel_prim.?, q, NT, panel, self.ng, x, x_stride, out);
+        }
+        pub inline fn scalar(self: @This(), panel: [*]const u8, x: [*]const u8, out: *[16]f32) void {
+            panelScalar(q, panel, self.ng, x, out);
+        }
+    };
+}
+
 /// y[t * y_stride + 16 p + lane] = (row 16 p + lane) . x_t for panels
 /// [0, n_panels) of a packed run and tokens [0, n_tok); only the first
 /// `rows` rows are written (the rest are padding). x_t is the ActRow at
@@ -907,31 +952,8 @@ pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize
     switch (q) {
         inline .q4_k, .q6_k => |qq| kp.kPanels(qq, w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows),
         inline .q4_0, .q8_0, .q4_1 => |qq| {
-            const pb = ng * packing.recordBytes(qq);
-            for (0..n_panels) |p| {
-                const panel = w + p * pb;
-                const valid: usize = @min(16, rows - p * 16);
-                var t: usize = 0;
-                if (panel_prim) |prim| {
-                    const NB = comptime panelBlock(prim);
-                    while (t + NB <= n_tok) : (t += NB) {
-                        var out: [NB][16]f32 = undefined;
-                        panelSimd(prim, qq, NB, panel, ng, x + t * x_stride, x_stride, &out);
-                        inline for (0..NB) |j| @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], out[j][0..valid]);
-                    }
-                    while (t < n_tok) : (t += 1) {
-                        var out: [1][16]f32 = undefined;
-                        panelSimd(prim, qq, 1, panel, ng, x + t * x_stride, x_stride, &out);
-                        @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0][0..valid]);
-                    }
-                } else {
-                    while (t < n_tok) : (t += 1) {
-                        var out: [16]f32 = undefined;
-                        panelScalar(qq, panel, ng, x + t * x_stride, &out);
-                        @memcpy(y[t * y_stride + p * 16 ..][0..valid], out[0..valid]);
-                    }
-                }
-            }
+            const K = GroupPanels(qq);
+            panelTokens(K, K{ .ng = ng }, w, ng * packing.recordBytes(qq), n_panels, x, x_stride, n_tok, y, y_stride, rows);
         },
     }
 }
