@@ -47,10 +47,12 @@ export const RUN_KIND = {
   PACKED_Q4_K: 8,
   /** Q6_K panels: one 3,360-byte record per 16 rows and 256-column super-block. */
   PACKED_Q6_K: 9,
+  /** Q5_0 panels: the Q4_0 record with the rows' 32-bit fifth-bit words (352 bytes). */
+  PACKED_Q5_0: 10,
 } as const;
 
 /** The panel types: what {@link packableQuant} gives and {@link packedBytes} takes. */
-export type PanelQuant = "q4_0" | "q8_0" | "q4_1" | "q4_k" | "q6_k";
+export type PanelQuant = "q4_0" | "q8_0" | "q4_1" | "q5_0" | "q4_k" | "q6_k";
 
 /** One of {@link RUN_KIND}'s values. */
 export type RunKind = typeof RUN_KIND[keyof typeof RUN_KIND];
@@ -121,7 +123,7 @@ export function actRowBytes(cols: number): number {
 
 /**
  * Bytes of a run packed into 16-row panels: each member padded to whole
- * panels, 288 (Q4_0), 320 (Q4_1) or 544 (Q8_0) bytes per panel and group of
+ * panels, 288 (Q4_0), 320 (Q4_1), 352 (Q5_0) or 544 (Q8_0) bytes per panel and group of
  * 32 columns, 2,368 (Q4_K) or 3,360 (Q6_K) per panel and 256 columns.
  *
  * @example
@@ -215,6 +217,7 @@ const PANEL_RECORD: Record<PanelQuant, number> = {
   q4_0: 288,
   q8_0: 544,
   q4_1: 320,
+  q5_0: 352,
   q4_k: 2368,
   q6_k: 3360,
 };
@@ -224,13 +227,14 @@ const PANEL_KIND: Record<PanelQuant, RunKind> = {
   q4_0: RUN_KIND.PACKED_Q4_0,
   q8_0: RUN_KIND.PACKED_Q8_0,
   q4_1: RUN_KIND.PACKED_Q4_1,
+  q5_0: RUN_KIND.PACKED_Q5_0,
   q4_k: RUN_KIND.PACKED_Q4_K,
   q6_k: RUN_KIND.PACKED_Q6_K,
 };
 
 /**
  * The panel type a tiled run packs into: Q4_0 and Q8_0 runs, and runs whose
- * members are all Q4_1, all Q4_K or all Q6_K (tile types 4, 7, 9; K types
+ * members are all Q4_1, all Q5_0, all Q4_K or all Q6_K (tile types 4, 5, 7, 9; K types
  * need whole 256-column super-blocks, which their tiles always hold);
  * undefined for the others, which stay in tiles.
  *
@@ -247,13 +251,14 @@ export function packableQuant(r: WeightRun): PanelQuant | undefined {
   const t = r.types[0];
   if (!r.types.every((u) => u === t)) return undefined;
   if (t === 4) return "q4_1";
+  if (t === 5) return "q5_0";
   if (t === 7 && r.cols % 256 === 0) return "q4_k";
   if (t === 9 && r.cols % 256 === 0) return "q6_k";
   return undefined;
 }
 
 /**
- * Packs a tiled Q4_0, Q8_0, Q4_1, Q4_K or Q6_K run into 16-row panels at `dstOffset` of `dst`
+ * Packs a tiled Q4_0, Q8_0, Q4_1, Q5_0, Q4_K or Q6_K run into 16-row panels at `dstOffset` of `dst`
  * and returns the packed run. With `evictSource`, the source pages are
  * dropped (MADV_DONTNEED) as they are packed, so that packing a large
  * matrix never holds both copies.
@@ -273,7 +278,7 @@ export function packRun(
 ): WeightRun {
   const quant = packableQuant(src);
   if (quant === undefined) {
-    throw new RangeError("packRun: only Q4_0, Q8_0, Q4_1, Q4_K and Q6_K tiles pack");
+    throw new RangeError("packRun: only Q4_0, Q8_0, Q4_1, Q5_0, Q4_K and Q6_K tiles pack");
   }
   const length = packedBytes(quant, src.cols, src.rows);
   if (!Number.isSafeInteger(dstOffset) || dstOffset < 0 || dstOffset + length > dst.size) {

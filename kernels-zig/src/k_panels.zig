@@ -145,7 +145,7 @@ inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
 /// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:
 /// out[j][r] = row r . x_j for the 16 rows.
 pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, n_sb: usize, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
-    @setEvalBranchQuota(50000);
+    @setEvalBranchQuota(200000);
     const D = KDot(prim);
     const R = D.R;
     const H = 16 / R;
@@ -376,7 +376,7 @@ fn KPanels(comptime q: packing.Quant) type {
 /// packedPanels for the K records (kernels.zig dispatches here): panels
 /// [0, n_panels) of `ng / 8` super-blocks against tokens [0, n_tok).
 pub fn kPanels(comptime q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
-    @setEvalBranchQuota(50000);
+    @setEvalBranchQuota(200000);
     assert(ng % 8 == 0 and ng >= 8);
     const n_sb = ng / 8;
     const K = KPanels(q);

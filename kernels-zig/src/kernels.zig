@@ -640,6 +640,8 @@ fn correction(comptime q: packing.Quant) i32 {
         .q8_0 => 128,
         // Q4_1's nibbles are its quants; its min term is added apart.
         .q4_1 => 0,
+        // Q5_0's quants are 0..31, centred on 16.
+        .q5_0 => 16,
         // K records have their own kernels (k_panels.zig).
         .q4_k, .q6_k => unreachable,
     };
@@ -710,7 +712,8 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         /// The NEON primitives multiply signed by signed: Q8_0 weights get
         /// their sign back in `prepare` and need no correction.
         const signed_weights = prim == .sdot128 or prim == .smull128;
-        /// Q4_0 and Q4_1 records hold ggml's nibble bytes.
+        /// Q4_0, Q4_1 and Q5_0 records hold ggml's nibble bytes (Q5_0's fifth
+        /// bits apart, `prepare5`).
         const nibbles = q != .q8_0;
         pub const VB = @Vector(rows * 4, u8);
         const VI = @Vector(rows, i32);
@@ -718,7 +721,8 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
         pub const W = struct { a: VB, b: VB };
         pub const Acc = switch (prim) {
             .vnni512, .vnni256, .sdot128, .smull128 => [2]VI,
-            .maddubs256 => if (nibbles) V16i16 else V8i32,
+            // Q5_0's pairs (<= 2 * 31 * 128) widen every chunk.
+            .maddubs256 => if (nibbles and q != .q5_0) V16i16 else V8i32,
         };
 
         pub inline fn zero() Acc {
@@ -741,6 +745,35 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
                 return .{ .a = signed, .b = signed };
             }
             return .{ .a = wv, .b = wv };
+        }
+
+        /// Q5_0: chunk c's nibbles with their fifth bits from the rows' `qh`
+        /// words (qhv: row r's word at bytes 4r..4r+3): byte b of a row gets
+        /// bit 4c + b (low nibble, column 4c + b) and bit 16 + 4c + b (high
+        /// nibble), spread by a byte shuffle within 128-bit lanes.
+        pub inline fn prepare5(wv: VB, qhv: VB, comptime c: usize) W {
+            const n = rows * 4;
+            const masks = comptime blk: {
+                var lo: [n]i32 = undefined;
+                var hi: [n]i32 = undefined;
+                var pat: [n]u8 = undefined;
+                for (0..n) |i| {
+                    lo[i] = @intCast((i / 4) * 4 + c / 2);
+                    hi[i] = @intCast((i / 4) * 4 + 2 + c / 2);
+                    pat[i] = @as(u8, 1) << @intCast(4 * (c % 2) + i % 4);
+                }
+                break :blk .{ .lo = lo, .hi = hi, .pat = pat };
+            };
+            const pat: VB = masks.pat;
+            const zero_b: VB = @splat(0);
+            const sixteen: VB = @splat(16);
+            const rep_lo = @shuffle(u8, qhv, undefined, @as(@Vector(n, i32), masks.lo));
+            const rep_hi = @shuffle(u8, qhv, undefined, @as(@Vector(n, i32), masks.hi));
+            const p = prepare(wv);
+            return .{
+                .a = p.a | @select(u8, (rep_lo & pat) != zero_b, sixteen, zero_b),
+                .b = p.b | @select(u8, (rep_hi & pat) != zero_b, sixteen, zero_b),
+            };
         }
 
         /// Four activation bytes at p, broadcast to every row.
@@ -772,7 +805,11 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
                 .maddubs256 => if (nibbles) {
                     const lo = @"llvm.x86.avx2.pmadd.ub.sw"(w.a, broadcast(qs + 4 * c));
                     const hi = @"llvm.x86.avx2.pmadd.ub.sw"(w.b, broadcast(qs + 16 + 4 * c));
-                    acc.* += lo + hi;
+                    if (q == .q5_0) {
+                        acc.* += @"llvm.x86.avx2.pmadd.wd"(lo + hi, @splat(1));
+                    } else {
+                        acc.* += lo + hi;
+                    }
                 } else {
                     const xs = @"llvm.x86.avx2.psign.b"(broadcast(qs + 4 * c), @bitCast(w.b));
                     acc.* += @"llvm.x86.avx2.pmadd.wd"(@"llvm.x86.avx2.pmadd.ub.sw"(w.a, xs), @splat(1));
@@ -788,7 +825,9 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
                     acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q)))
                 else
                     acc[0] + acc[1],
-                .maddubs256 => if (nibbles)
+                .maddubs256 => if (q == .q5_0)
+                    acc - @as(VI, @splat(sum_x * correction(q)))
+                else if (nibbles)
                     @"llvm.x86.avx2.pmadd.wd"(acc, @splat(1)) - @as(VI, @splat(sum_x * correction(q)))
                 else
                     acc,
@@ -801,7 +840,7 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
 /// Per row and group: acc = fma(f32(sum(w * x)), d_w * d_x, acc), groups
 /// left to right, the arithmetic of panelScalar whatever the vector width.
 inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
-    @setEvalBranchQuota(20000);
+    @setEvalBranchQuota(200000);
     const D = PanelDot(prim, q);
     const R = D.rows;
     const H = 16 / R;
@@ -833,9 +872,10 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
                 const ws: VF = @floatCast(sc);
                 var part: [NT]D.Acc = undefined;
                 inline for (0..NT) |j| part[j] = D.zero();
+                const qhv: D.VB = if (q == .q5_0) r[packing.scale_bytes + h * R * 4 ..][0 .. R * 4].* else undefined;
                 inline for (0..n_chunks) |c| {
                     const wv: D.VB = r[head + c * 64 + h * R * 4 ..][0 .. R * 4].*;
-                    const pw = D.prepare(wv);
+                    const pw = if (q == .q5_0) D.prepare5(wv, qhv, c) else D.prepare(wv);
                     inline for (0..NT) |j| D.step(&part[j], pw, c, x + j * x_stride + g * abi.q8_0_block_bytes + 2);
                 }
                 inline for (0..NT) |j| {
@@ -877,8 +917,12 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
                 for (0..4) |b| {
                     const wb: i32 = r[packing.headBytes(q) + c * 64 + lane * 4 + b];
                     if (q != .q8_0) {
-                        sum += (wb & 15) * @as(i32, @as(i8, @bitCast(qs[4 * c + b])));
-                        sum += (wb >> 4) * @as(i32, @as(i8, @bitCast(qs[16 + 4 * c + b])));
+                        // Q5_0: the fifth bits of columns 4c + b and 16 + 4c + b.
+                        const qh: u32 = if (q == .q5_0) std.mem.readInt(u32, r[packing.scale_bytes + lane * 4 ..][0..4], .little) else 0;
+                        const h_lo: i32 = @intCast((qh >> @intCast(4 * c + b)) & 1);
+                        const h_hi: i32 = @intCast((qh >> @intCast(16 + 4 * c + b)) & 1);
+                        sum += ((wb & 15) | (h_lo << 4)) * @as(i32, @as(i8, @bitCast(qs[4 * c + b])));
+                        sum += ((wb >> 4) | (h_hi << 4)) * @as(i32, @as(i8, @bitCast(qs[16 + 4 * c + b])));
                     } else {
                         sum += wb * @as(i32, @as(i8, @bitCast(qs[4 * c + b])));
                     }
@@ -948,10 +992,10 @@ fn GroupPanels(comptime q: packing.Quant) type {
 pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
     assert(n_panels >= 1 and ng >= 1 and n_tok >= 1);
     assert(rows > (n_panels - 1) * 16 and rows <= n_panels * 16);
-    @setEvalBranchQuota(20000);
+    @setEvalBranchQuota(200000);
     switch (q) {
         inline .q4_k, .q6_k => |qq| kp.kPanels(qq, w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows),
-        inline .q4_0, .q8_0, .q4_1 => |qq| {
+        inline .q4_0, .q8_0, .q4_1, .q5_0 => |qq| {
             const K = GroupPanels(qq);
             panelTokens(K, K{ .ng = ng }, w, ng * packing.recordBytes(qq), n_panels, x, x_stride, n_tok, y, y_stride, rows);
         },
@@ -1725,7 +1769,7 @@ test "attention over an f16 cache matches a plain softmax" {
 test "packed panels: every variant equals the one-value-at-a-time reference bit for bit, for 1..9 tokens" {
     var prng = std.Random.DefaultPrng.init(11);
     const rng = prng.random();
-    inline for ([_]packing.Quant{ .q4_0, .q8_0, .q4_1 }) |q| {
+    inline for ([_]packing.Quant{ .q4_0, .q8_0, .q4_1, .q5_0 }) |q| {
         const ng: usize = 5;
         const n_panels: usize = 3;
         const rows: usize = 41;

@@ -14,7 +14,11 @@
 //!
 //! so one 64-byte load feeds one `vpdpbusd` for 16 outputs against 4
 //! broadcast activation bytes. A record is exactly 16 ggml blocks (544 or
-//! 288 bytes): packing moves bytes, it neither adds nor drops any. Fused
+//! 288 bytes): packing moves bytes, it neither adds nor drops any. Q4_1
+//! records put the 16 rows' f16 mins after the scales (320 bytes), Q5_0
+//! records the rows' 32-bit fifth-bit words `qh` (352 bytes); both keep
+//! Q4_0's nibble chunks. Q4_K and Q6_K have records of 256 columns ("K
+//! records", below). Fused
 //! runs (Q/K/V, gate/up) pack member after member, each padded to whole
 //! panels. This file knows bytes only; it is compiled into the root (for
 //! packing) and into every kernel variant (for the layout constants).
@@ -36,7 +40,7 @@ pub const tile_header_bytes: usize = 16;
 /// Q4_1 records hold 16 f16 mins after the scales (value = d q + m); its
 /// source tiles keep ggml's whole 20-byte blocks (docs/FORMAT.md). Q4_K and
 /// Q6_K records cover a 256-column super-block ("K records", below).
-pub const Quant = enum(u32) { q4_0 = 1, q8_0 = 2, q4_1 = 3, q4_k = 4, q6_k = 5 };
+pub const Quant = enum(u32) { q4_0 = 1, q8_0 = 2, q4_1 = 3, q4_k = 4, q6_k = 5, q5_0 = 6 };
 
 /// The K-quant records: one per 256-column super-block of 16 rows.
 pub fn isK(q: Quant) bool {
@@ -51,17 +55,28 @@ pub fn recordCols(q: Quant) usize {
 /// Weight bytes of one row's group in a source tile (32-column records).
 pub fn groupBytes(q: Quant) usize {
     return switch (q) {
-        .q4_0, .q4_1 => 16,
+        .q4_0, .q4_1, .q5_0 => 16,
         .q8_0 => 32,
         .q4_k, .q6_k => unreachable,
     };
 }
 
 /// Bytes of a record before its weight chunks: 16 f16 scales, and for
-/// Q4_1 16 f16 mins after them (32-column records).
+/// Q4_1 16 f16 mins after them, for Q5_0 the rows' 32-bit `qh` words (bit j:
+/// the fifth bit of column j) (32-column records).
 pub fn headBytes(q: Quant) usize {
     assert(!isK(q));
-    return if (q == .q4_1) 2 * scale_bytes else scale_bytes;
+    return switch (q) {
+        .q4_1 => 2 * scale_bytes,
+        .q5_0 => scale_bytes + panel_rows * 4,
+        else => scale_bytes,
+    };
+}
+
+/// Tile types whose tiles keep ggml's blocks whole (Q4_1, Q5_0): the rest
+/// of the group records hold the scales apart from the quants.
+pub fn wholeBlocks(q: Quant) bool {
+    return q == .q4_1 or q == .q5_0;
 }
 
 /// Bytes of one ggml block of the type (a row's block in a source tile).
@@ -116,6 +131,7 @@ comptime {
     assert(recordBytes(.q8_0) == 16 * abi.q8_0_block_bytes);
     assert(recordBytes(.q4_0) == 16 * abi.q4_0_block_bytes);
     assert(recordBytes(.q4_1) == 16 * 20 and blockBytes(.q4_1) == 20);
+    assert(recordBytes(.q5_0) == 16 * 22 and blockBytes(.q5_0) == 22);
     assert(recordBytes(.q4_k) == 16 * (144 + 4) and recordBytes(.q6_k) == 16 * 210);
 }
 
@@ -233,9 +249,10 @@ pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8
                 const r = r0 + lane;
                 const local = r - s * tile_rows;
                 const real = r < run.rows[m];
-                // Q4_0/Q8_0 tiles hold the scales apart; Q4_1 tiles whole blocks (d, m, quants).
-                const block = scales + (local * ng + g) * 20;
-                const sp = if (q == .q4_1) block else scales + (local * ng + g) * 2;
+                // Q4_0/Q8_0 tiles hold the scales apart; Q4_1 and Q5_0 tiles whole
+                // blocks (d, then m or qh, then the quants).
+                const block = scales + (local * ng + g) * blockBytes(q);
+                const sp = if (wholeBlocks(q)) block else scales + (local * ng + g) * 2;
                 // Scale and min (zero for padding rows).
                 out[lane * 2] = if (real) src[sp] else 0;
                 out[lane * 2 + 1] = if (real) src[sp + 1] else 0;
@@ -243,7 +260,10 @@ pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8
                     out[scale_bytes + lane * 2] = if (real) src[block + 2] else 0;
                     out[scale_bytes + lane * 2 + 1] = if (real) src[block + 3] else 0;
                 }
-                const wp = if (q == .q4_1) block + 4 else data + (local * ng + g) * gb;
+                if (q == .q5_0) {
+                    for (0..4) |b| out[scale_bytes + lane * 4 + b] = if (real) src[block + 2 + b] else 0;
+                }
+                const wp = if (wholeBlocks(q)) block + headBytes(q) / panel_rows else data + (local * ng + g) * gb;
                 const w = if (real) src[wp..][0..gb] else &zero_group;
                 const n_chunks = gb / 4;
                 for (0..n_chunks) |c| {
@@ -252,7 +272,7 @@ pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8
                         dst4[b] = switch (q) {
                             .q8_0 => if (real) w[4 * c + b] ^ 0x80 else 0x80,
                             .q4_0 => if (real) w[4 * c + b] else 0x88,
-                            .q4_1 => w[4 * c + b],
+                            .q4_1, .q5_0 => w[4 * c + b],
                             .q4_k, .q6_k => unreachable,
                         };
                     }
@@ -414,6 +434,10 @@ pub fn unpackRow(run: *const Run, packed_run: []const u8, m: usize, r: usize, ou
                 .q8_0 => @as(i32, record[head + (j / 4) * 64 + lane * 4 + j % 4]) - 128,
                 .q4_0 => nibble - 8,
                 .q4_1 => nibble,
+                .q5_0 => blk: {
+                    const qh = std.mem.readInt(u32, record[scale_bytes + lane * 4 ..][0..4], .little);
+                    break :blk (nibble | @as(i32, @intCast((qh >> @intCast(j)) & 1)) << 4) - 16;
+                },
                 .q4_k, .q6_k => unreachable,
             };
             out[col] = @as(f32, @floatFromInt(v)) * d;
@@ -447,7 +471,7 @@ fn tileFromBlocks(q: Quant, rows: usize, cols: usize, blocks: []const u8, out: [
             for (0..tr) |r| {
                 for (0..ng) |g| {
                     const blk = blocks[((r0 + r) * ng_total + c0 / qk + g) * bb ..][0..bb];
-                    if (q == .q4_1) {
+                    if (wholeBlocks(q)) {
                         @memcpy(out[scales + (r * ng + g) * bb ..][0..bb], blk);
                         continue;
                     }
@@ -464,7 +488,7 @@ fn tileFromBlocks(q: Quant, rows: usize, cols: usize, blocks: []const u8, out: [
 test "packing then unpacking gives back every weight, padding rows included" {
     var prng = std.Random.DefaultPrng.init(7);
     const rng = prng.random();
-    for ([_]Quant{ .q4_0, .q8_0, .q4_1 }) |q| {
+    for ([_]Quant{ .q4_0, .q8_0, .q4_1, .q5_0 }) |q| {
         for ([_][2]usize{ .{ 16, 32 }, .{ 40, 288 }, .{ 130, 64 }, .{ 3, 544 } }) |shape| {
             const rows = shape[0];
             const cols = shape[1];
@@ -502,6 +526,9 @@ test "packing then unpacking gives back every weight, padding rows included" {
                         .q8_0 => @as(i8, @bitCast(blk[2 + j])),
                         .q4_0 => @as(i32, if (j < 16) blk[2 + j] & 15 else blk[2 + j - 16] >> 4) - 8,
                         .q4_1 => @as(i32, if (j < 16) blk[4 + j] & 15 else blk[4 + j - 16] >> 4),
+                        // ggml: ((nibble | fifth bit << 4) - 16) * d, qh little-endian at 2..6.
+                        .q5_0 => (@as(i32, if (j < 16) blk[6 + j] & 15 else blk[6 + j - 16] >> 4) |
+                            (@as(i32, @intCast((std.mem.readInt(u32, blk[2..6], .little) >> @intCast(j)) & 1)) << 4)) - 16,
                         .q4_k, .q6_k => unreachable,
                     };
                     var want = @as(f32, @floatFromInt(v)) * d;

@@ -140,12 +140,13 @@ pub const Op = enum(u32) {
 /// `tiles`: `.cflow` tiles whose members' types are given one by one (any
 /// tile type, docs/FORMAT.md); members are all quantized or all float.
 /// `packed_q4_k`, `packed_q6_k`: K-quant panels (packing.zig, "K records"),
-/// packed from tiles runs whose members are all Q4_K or all Q6_K.
-pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, packed_q4_k = 8, packed_q6_k = 9, _ };
+/// packed from tiles runs whose members are all Q4_K or all Q6_K;
+/// `packed_q5_0`: Q5_0 panels (the Q4_0 record with the rows' fifth bits).
+pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, packed_q4_k = 8, packed_q6_k = 9, packed_q5_0 = 10, _ };
 
 fn isPacked(kind: RunKind) bool {
     return switch (kind) {
-        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k => true,
+        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0 => true,
         else => false,
     };
 }
@@ -277,7 +278,7 @@ fn finite(bits: u32) Error!f32 {
 }
 
 fn checkRun(words: []const u32, out: *Run) Error!void {
-    if (words[0] < 1 or words[0] > 9) return error.InvalidArg;
+    if (words[0] < 1 or words[0] > 10) return error.InvalidArg;
     const kind: RunKind = @enumFromInt(words[0]);
     const cols = try dim(words[6]);
     const n_members = words[7];
@@ -299,6 +300,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         .packed_q4_1 => .q4_1,
         .packed_q4_k => .q4_k,
         .packed_q6_k => .q6_k,
+        .packed_q5_0 => .q5_0,
         else => .q8_0,
     };
     out.panel_off[0] = 0;
@@ -326,6 +328,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
             .packed_q4_1 => .q4_1,
             .packed_q4_k => .q4_k,
             .packed_q6_k => .q6_k,
+            .packed_q5_0 => .q5_0,
             .tiles_f32 => .f32,
             .tiles => if (t >= 1 and t <= blocks.max_tile_type) @enumFromInt(t) else return error.InvalidArg,
             _ => return error.InvalidArg,
@@ -339,10 +342,10 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         // ggml's rule: a row holds whole blocks (Q4_0/Q8_0 tiles pad instead).
         if (blocks.asBlock(ty) != null and cols % blocks.blockElements(ty) != 0) return error.InvalidArg;
     }
-    // A tiles run whose members are all Q4_1, all Q4_K or all Q6_K can be
-    // packed (packing.zig reads their blocks).
+    // A tiles run whose members are all Q4_1, all Q5_0, all Q4_K or all Q6_K
+    // can be packed (packing.zig reads their blocks).
     if (kind == .tiles) {
-        inline for (.{ .{ blocks.TileType.q4_1, packing.Quant.q4_1 }, .{ blocks.TileType.q4_k, packing.Quant.q4_k }, .{ blocks.TileType.q6_k, packing.Quant.q6_k } }) |pair| {
+        inline for (.{ .{ blocks.TileType.q4_1, packing.Quant.q4_1 }, .{ blocks.TileType.q5_0, packing.Quant.q5_0 }, .{ blocks.TileType.q4_k, packing.Quant.q4_k }, .{ blocks.TileType.q6_k, packing.Quant.q6_k } }) |pair| {
             var all = true;
             for (out.types[0..n_members]) |t| all = all and t == pair[0];
             if (all) out.layout.q = pair[1];
@@ -352,7 +355,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
         .tiles_f32 => f32Bytes(&out.layout),
         .tiles => try tilesBytes(out),
-        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k => out.layout.packedBytes(),
+        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0 => out.layout.packedBytes(),
         _ => return error.InvalidArg,
     };
     if (expected != out.len) return error.Length;
@@ -954,7 +957,7 @@ const Exec = struct {
             .n_tok = rows,
         };
         switch (r.kind) {
-            .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k => {
+            .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0 => {
                 // Chunks of 8 panels (128 rows, one source stripe): measured on
                 // SmolLM2 at 2 threads, 1-panel chunks decode at ~200 tok/s,
                 // 4 at ~270, 8 at ~350 (Q4_0); longer sequential runs per
@@ -1571,7 +1574,7 @@ const PackCtx = struct {
 };
 
 /// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0, or tiles whose members are all
-/// Q4_1, all Q4_K or all Q6_K) into
+/// Q4_1, all Q5_0, all Q4_K or all Q6_K) into
 /// [dst_offset, dst_offset + packed length) of allocation `dst_handle`. With
 /// `evict`, the source pages are dropped (MADV_DONTNEED) as they are packed,
 /// stripe by stripe for a one-matrix run and at the end for a fused one, so
@@ -1585,7 +1588,7 @@ fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, 
     try checkRun(run_in, &r);
     defer memory.unpin(r.handle);
     if (memory.checkFile(r.handle) == Status.changed.code()) return error.Changed;
-    const block_tiles = r.kind == .tiles and (r.layout.q == .q4_1 or r.layout.q == .q4_k or r.layout.q == .q6_k);
+    const block_tiles = r.kind == .tiles and (r.layout.q == .q4_1 or r.layout.q == .q5_0 or r.layout.q == .q4_k or r.layout.q == .q6_k);
     if (r.kind != .tiles_q4_0 and r.kind != .tiles_q8_0 and !block_tiles) return error.InvalidArg;
     if (packing.isK(r.layout.q) and r.layout.cols % packing.tile_cols != 0) return error.InvalidArg;
     if (dst_len != r.layout.packedBytes()) return error.Length;

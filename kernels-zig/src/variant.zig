@@ -98,9 +98,9 @@ fn f32ToF16(src: [*]const f32, dst: [*]f16, n: usize) callconv(.c) void {
 }
 
 /// q: 1 = Q4_0 panels, 2 = Q8_0 panels, 3 = Q4_1 panels, 4 = Q4_K and
-/// 5 = Q6_K panels (packing.zig; ng is then a multiple of 8).
+/// 5 = Q6_K panels (packing.zig; ng is then a multiple of 8), 6 = Q5_0.
 fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) callconv(.c) void {
-    assert(q >= 1 and q <= 5);
+    assert(q >= 1 and q <= 6);
     k.packedPanels(@enumFromInt(q), w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows);
 }
 
