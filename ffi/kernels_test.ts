@@ -133,7 +133,7 @@ for (const variant of VARIANTS) {
     }
   });
 
-  Deno.test(`${variant}: Q8_0 quantization is byte-identical to the reference`, () => {
+  Deno.test(`${variant}: Q8_0 activation quantization is byte-identical to the reference`, () => {
     k.configure({ variant, threads: 1 });
     const rng = new Rng(13);
     for (const nb of BLOCK_COUNTS) {
@@ -141,8 +141,16 @@ for (const variant of VARIANTS) {
       x.fill(0, 0, 32); // an all-zero block
       if (nb > 2) { for (let i = 32; i < 64; i++) x[i] = i % 2 === 0 ? 1e-39 : -3e-38; // 1/d overflows
        }
-      assert.deepEqual(k.quantizeQ8_0(x), ref.quantizeQ8_0(x), `nb=${nb}`);
+      assert.deepEqual(k.quantizeQ8_0(x), ref.quantizeActivationsQ8_0(x), `nb=${nb}`);
     }
+    // Ties go to even, as ggml's x86 quantize_row_q8_0 (_MM_ROUND_NEAREST) rounds them, where
+    // its scalar _ref (ref.quantizeQ8_0, the weights' rule) rounds them away from zero.
+    const tie = new Float32Array(32);
+    tie.set([127, 2.5, -2.5, 3.5, 0.5, -126.5]);
+    const got = k.quantizeQ8_0(tie);
+    assert.deepEqual([...new Int8Array(got.buffer, 2, 6)], [127, 2, -2, 4, 0, -126]);
+    assert.deepEqual(got, ref.quantizeActivationsQ8_0(tie));
+    assert.notDeepEqual(got, ref.quantizeQ8_0(tie));
   });
 
   Deno.test(`${variant}: float kernels within 1e-5 of the reference`, () => {

@@ -5,7 +5,8 @@
  *
  * - f16 conversion: {@link f32ToF16Bits}, {@link f16BitsToF32}.
  * - ggml Q8_0 / Q4_0 blocks, bit-exact with ggml and gguf-py: {@link quantizeQ8_0},
- *   {@link quantizeQ4_0}, {@link dequantizeQ8_0}, {@link dequantizeQ4_0}.
+ *   {@link quantizeQ4_0}, {@link dequantizeQ8_0}, {@link dequantizeQ4_0}; activations as
+ *   ggml's x86 code quantizes them (ties to even): {@link quantizeActivationsQ8_0}.
  * - Quantized dots: exact integer block sums ({@link blockDotsQ8_0Q8_0},
  *   {@link blockDotsQ4_0Q8_0}) and the f32 scalar accumulation order
  *   ({@link dotQ8_0Q8_0}, {@link dotQ4_0Q8_0}, {@link matvecQ8_0}, {@link matvecQ4_0}).
@@ -37,6 +38,7 @@ export {
   Q4_0_BLOCK_BYTES,
   Q8_0_BLOCK_BYTES,
   QK,
+  quantizeActivationsQ8_0,
   quantizeQ4_0,
   quantizeQ4_0Into,
   quantizeQ8_0,

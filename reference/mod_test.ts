@@ -7,6 +7,7 @@ Deno.test("mod.ts exports the reference API", () => {
     "f16BitsToF32",
     "quantizeQ8_0",
     "quantizeQ8_0Into",
+    "quantizeActivationsQ8_0",
     "quantizeQ4_0",
     "quantizeQ4_0Into",
     "dequantizeQ8_0",

@@ -142,7 +142,51 @@ export function quantizeQ8_0(x: Float32Array): Uint8Array {
   return out;
 }
 
-function encodeQ8_0(fn: string, x: Float32Array, out: Uint8Array, nBlocks: number): void {
+function roundHalfToEven(v: number): number {
+  const f = Math.floor(v);
+  const diff = v - f;
+  if (diff > 0.5) return f + 1;
+  if (diff < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+/**
+ * Quantizes activations to Q8_0 as ggml's x86 `quantize_row_q8_0` does (what llama.cpp runs on
+ * an x86 CPU before every quantized matrix product, and what the kernels' plans do): per block
+ * of 32, in f32, `d = amax / 127` (stored as f16), `q_j = roundHalfToEven(x_j * (127 / amax))`,
+ * clamped to [-127, 127]; a non-finite product (`127 / amax` overflowing) gives 0. It differs
+ * from {@link quantizeQ8_0} (ggml's scalar `_ref`: `1 / d`, ties away from zero) only where
+ * `x_j * id` lies within an ulp of a half: `x = 2.5` in a block whose `amax` is 127 becomes 2,
+ * not 3.
+ *
+ * @example
+ * ```ts
+ * import { quantizeActivationsQ8_0 } from "./quant.ts";
+ * const x = new Float32Array(32);
+ * x[0] = 127;
+ * x[1] = 2.5;
+ * console.log(quantizeActivationsQ8_0(x)[3]); // 2
+ * ```
+ *
+ * @param x Input values; length must be a multiple of 32.
+ * @returns The Q8_0 blocks.
+ * @throws {RangeError} If the length is not a multiple of 32 or a block is not finite.
+ */
+export function quantizeActivationsQ8_0(x: Float32Array): Uint8Array {
+  const fn = "quantizeActivationsQ8_0";
+  const nBlocks = checkQuantInput(fn, x);
+  const out = new Uint8Array(nBlocks * Q8_0_BLOCK_BYTES);
+  encodeQ8_0(fn, x, out, nBlocks, "x86");
+  return out;
+}
+
+function encodeQ8_0(
+  fn: string,
+  x: Float32Array,
+  out: Uint8Array,
+  nBlocks: number,
+  rule: "ref" | "x86" = "ref",
+): void {
   for (let b = 0; b < nBlocks; b++) {
     checkFinite(fn, x, b);
     const base = b * QK;
@@ -152,14 +196,15 @@ function encodeQ8_0(fn: string, x: Float32Array, out: Uint8Array, nBlocks: numbe
       if (a > amax) amax = a;
     }
     const d = fr(amax / 127);
-    const id = d !== 0 ? fr(1 / d) : 0;
+    const id = rule === "x86" ? (amax !== 0 ? fr(127 / amax) : 0) : d !== 0 ? fr(1 / d) : 0;
     const h = f32ToF16Bits(d);
     const o = b * Q8_0_BLOCK_BYTES;
     out[o] = h & 0xff;
     out[o + 1] = h >>> 8;
     for (let j = 0; j < QK; j++) {
       const v = fr(x[base + j] * id);
-      let q = Number.isFinite(v) ? roundHalfAwayFromZero(v) : 0;
+      const round = rule === "x86" ? roundHalfToEven : roundHalfAwayFromZero;
+      let q = Number.isFinite(v) ? round(v) : 0;
       if (q > 127) q = 127;
       else if (q < -127) q = -127;
       out[o + 2 + j] = q & 0xff;

@@ -150,8 +150,10 @@ pub const scalar = struct {
         return acc;
     }
 
-    /// ggml `quantize_row_q8_0_ref`, with a clamp to [-127, 127]. Returns
-    /// false, leaving the block unspecified, when the block is not finite.
+    /// ggml's x86 `quantize_row_q8_0` (scale `amax / 127`, quants `x * (127
+    /// / amax)` rounded to nearest, ties to even), with a clamp to [-127,
+    /// 127]: what llama.cpp runs on x86 for activations. Returns false,
+    /// leaving the block unspecified, when the block is not finite.
     pub fn quantizeBlockQ8_0(x: *const [qk]f32, out: *BlockQ8_0) bool {
         var amax: f32 = 0;
         for (x) |v| {
@@ -159,13 +161,13 @@ pub const scalar = struct {
             amax = @max(amax, @abs(v));
         }
         const d = amax / 127.0;
-        const id: f32 = if (d != 0) 1.0 / d else 0;
+        const id: f32 = if (amax != 0) 127.0 / amax else 0;
         out.d = abi.f32ToF16(d);
         for (x, 0..) |v, j| {
-            // For a block of tiny values 1/d overflows; a non-finite product
-            // gives 0 (ggml's C on x86 and gguf-py agree; the scale is 0 too).
+            // For a block of tiny values 127/amax overflows; a non-finite
+            // product gives 0 (the scale is 0 too).
             const p = v * id;
-            const r = if (std.math.isFinite(p)) std.math.clamp(@round(p), -127.0, 127.0) else 0;
+            const r = if (std.math.isFinite(p)) std.math.clamp(roundEven(p), -127.0, 127.0) else 0;
             out.qs[j] = @intFromFloat(r);
         }
         return true;
@@ -1304,6 +1306,16 @@ pub fn attentionGroup(
 // Activation quantization.
 // ---------------------------------------------------------------------------
 
+/// Rounds to the nearest integer, ties to even (x86's `_MM_ROUND_NEAREST`),
+/// for |v| <= 2^22: adding and taking away 1.5 * 2^23 leaves the integer
+/// part the default rounding mode gave. Activations use it with
+/// `127 / amax`, as ggml's x86 `quantize_row_q8_0` does (its scalar
+/// `_ref` rounds ties away from zero and multiplies by 1 / d).
+inline fn roundEven(v: anytype) @TypeOf(v) {
+    const magic: @TypeOf(v) = if (@typeInfo(@TypeOf(v)) == .vector) @splat(12582912.0) else 12582912.0;
+    return (v + magic) - magic;
+}
+
 /// Quantizes x (a multiple of 32 long) to Q8_0 blocks, byte-identical to the
 /// scalar reference on every variant. Returns false if x holds a non-finite
 /// value (out is then unspecified).
@@ -1327,14 +1339,15 @@ pub fn quantizeQ8_0(x: []const f32, out: []BlockQ8_0) bool {
             amax = @max(amax, @abs(v));
         }
         if (!finite) return false;
-        const d = @reduce(.Max, amax) / 127.0;
-        const id: f32 = if (d != 0) 1.0 / d else 0;
+        const mx = @reduce(.Max, amax);
+        const d = mx / 127.0;
+        const id: f32 = if (mx != 0) 127.0 / mx else 0;
         o.d = abi.f32ToF16(d);
         inline for (0..qk / lanes) |k| {
             const v: V = xb[k * lanes ..][0..lanes].*;
             const p = v * @as(V, @splat(id));
             const in_range = @abs(p) <= @as(V, @splat(std.math.floatMax(f32)));
-            const r = @select(f32, in_range, @round(p), @as(V, @splat(0)));
+            const r = @select(f32, in_range, roundEven(p), @as(V, @splat(0)));
             const c = @min(@max(r, @as(V, @splat(-127.0))), @as(V, @splat(127.0)));
             const q: @Vector(lanes, i8) = @intFromFloat(c);
             o.qs[k * lanes ..][0..lanes].* = q;
