@@ -498,7 +498,8 @@ Deno.test({
           "temperature",
           v,
         ]),
-        ...[true, 1, 5, "x", {}].map((v): [string, unknown] => ["logprobs", v]),
+        // Chat takes a boolean, completions an integer in [0, 5]: these are neither.
+        ...[-1, 1.5, 6, "x", {}].map((v): [string, unknown] => ["logprobs", v]),
         ...[5, 1, -1, "x", true].map((v): [string, unknown] => ["top_logprobs", v]),
         ...[-1, 2 ** 32, 1.5, "1", true, 1e20].map((v): [string, unknown] => ["seed", v]),
         ...[2.5, -3, "1", true].map((v): [string, unknown] => ["presence_penalty", v]),
@@ -596,6 +597,17 @@ Deno.test({
       for (const [body, param] of chatBad) {
         await expectError(await post(chat, body), 400, param);
       }
+      // Chat's log-probability edges are accepted.
+      for (const extra of [{ logprobs: true, top_logprobs: 20 }, { logprobs: false }]) {
+        const r = await post(chat, { messages: m, max_tokens: 1, ...extra });
+        assert.equal(r.status, 200, `${JSON.stringify(extra)}: ${await r.clone().text()}`);
+        await r.body?.cancel();
+      }
+      await expectError(
+        await post(chat, { messages: m, logprobs: true, top_logprobs: 21 }),
+        400,
+        "top_logprobs",
+      );
       const cmpl = `${server.url}/v1/completions`;
       for (
         const [body, param] of [
@@ -630,7 +642,8 @@ Deno.test({
         { max_tokens: 1, n: 1, top_k: 0, top_p: 1, min_p: 0, temperature: 0, seed: 0 },
         { max_tokens: 1, top_k: vocab, top_p: 1e-9, min_p: 1, temperature: 2, seed: 2 ** 32 - 1 },
         { max_tokens: 1, presence_penalty: -2, frequency_penalty: 2, repeat_penalty: 10 },
-        { max_tokens: 1, logprobs: false, top_logprobs: 0, stop: ["a", "b", "c", "d"] },
+        { max_tokens: 1, logprobs: 5, stop: ["a", "b", "c", "d"] },
+        { max_tokens: 1, logprobs: 0 },
         { max_tokens: 1, logit_bias: { "0": -100, [String(vocab - 1)]: 100 }, user: "u" },
       ];
       for (const extra of edges) {

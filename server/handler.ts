@@ -13,6 +13,8 @@ import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
 import {
   chatChunk,
   chatCompletion,
+  chatLogprobs,
+  completionLogprobs,
   type FinishReason,
   type ResponseHead,
   SSE_DONE,
@@ -21,7 +23,12 @@ import {
   usage,
 } from "./openai_format.ts";
 import { readJsonBody } from "./read_json_body.ts";
-import { type GenerationResult, type ModelSlot, runGeneration } from "./run_generation.ts";
+import {
+  type GenerationResult,
+  type ModelSlot,
+  runGeneration,
+  type TokenLogprob,
+} from "./run_generation.ts";
 import type { SlotPool } from "./slot_pool.ts";
 import {
   type RequestLimits,
@@ -177,7 +184,7 @@ function budget(
   return r.maxTokens ?? room;
 }
 
-type Emit = (text: string) => Uint8Array;
+type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array;
 type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
 
 /** Takes a slot (waiting in the queue) and generates, streamed or whole. */
@@ -246,7 +253,7 @@ async function complete(
         r,
         maxTokens,
         abort.signal,
-        (text) => send(stream.emit(text)),
+        (text, logprobs) => send(stream.emit(text, logprobs)),
       );
       info.completionTokens = result.completionTokens;
       if (!result.aborted) {
@@ -343,10 +350,14 @@ async function chatCompletions(
         prompt.length,
         res.completionTokens,
         res.cachedTokens,
+        res.logprobs === undefined ? null : chatLogprobs(res.logprobs, t),
       ),
     {
       start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
-      emit: (text) => sseData(chatChunk(h, { content: text })),
+      emit: (text, lp) =>
+        sseData(
+          chatChunk(h, { content: text }, null, lp === undefined ? null : chatLogprobs(lp, t)),
+        ),
       finish: (res, n) =>
         finishChunks(
           sseData(chatChunk(h, {}, res.finishReason as FinishReason)),
@@ -398,6 +409,8 @@ async function completions(
   const prompt = state.tokenizer.encode(r.prompt, { addSpecial: true, parseSpecial: false });
   const maxTokens = budget(state, prompt, r, "prompt");
   const h = head("cmpl", state.modelId);
+  // Characters streamed so far: the text_offset of the next chunk's first token.
+  let emitted = 0;
   return await complete(
     state,
     request,
@@ -406,14 +419,20 @@ async function completions(
     r,
     maxTokens,
     (res) =>
-      textCompletion(h, res.text, res.finishReason, {
-        prompt: prompt.length,
-        completion: res.completionTokens,
-        cached: res.cachedTokens,
-      }),
+      textCompletion(
+        h,
+        res.text,
+        res.finishReason,
+        { prompt: prompt.length, completion: res.completionTokens, cached: res.cachedTokens },
+        res.logprobs === undefined ? null : completionLogprobs(res.logprobs, state.tokenizer, 0),
+      ),
     {
       start: [],
-      emit: (text) => sseData(textCompletion(h, text, null)),
+      emit: (text, lp) => {
+        const l = lp === undefined ? null : completionLogprobs(lp, state.tokenizer, emitted);
+        emitted += text.length;
+        return sseData(textCompletion(h, text, null, undefined, l));
+      },
       finish: (res, n) =>
         finishChunks(
           sseData(textCompletion(h, "", res.finishReason)),

@@ -79,6 +79,7 @@ export function chatCompletion(
   promptTokens: number,
   completionTokens: number,
   cachedTokens = 0,
+  logprobs: ChatLogprobs | null = null,
 ): {
   id: string;
   object: "chat.completion";
@@ -88,7 +89,7 @@ export function chatCompletion(
     index: number;
     message: { role: "assistant"; content: string };
     finish_reason: FinishReason;
-    logprobs: null;
+    logprobs: ChatLogprobs | null;
   }[];
   usage: ReturnType<typeof usage>;
 } {
@@ -99,7 +100,7 @@ export function chatCompletion(
       index: 0,
       message: { role: "assistant", content },
       finish_reason: finishReason,
-      logprobs: null,
+      logprobs,
     }],
     usage: usage(promptTokens, completionTokens, cachedTokens),
   };
@@ -119,11 +120,12 @@ export function chatChunk(
   head: ResponseHead,
   delta: { role?: "assistant"; content?: string },
   finishReason: FinishReason | null = null,
+  logprobs: ChatLogprobs | null = null,
 ): Record<string, unknown> {
   return {
     ...head,
     object: "chat.completion.chunk",
-    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs }],
   };
 }
 
@@ -142,11 +144,12 @@ export function textCompletion(
   text: string,
   finishReason: FinishReason | null,
   counts?: { prompt: number; completion: number; cached?: number },
+  logprobs: CompletionLogprobs | null = null,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {
     ...head,
     object: "text_completion",
-    choices: [{ index: 0, text, finish_reason: finishReason, logprobs: null }],
+    choices: [{ index: 0, text, finish_reason: finishReason, logprobs }],
   };
   if (counts !== undefined) out.usage = usage(counts.prompt, counts.completion, counts.cached);
   return out;
@@ -177,3 +180,124 @@ export function sseData(value: unknown): Uint8Array {
  * ```
  */
 export const SSE_DONE: Uint8Array = enc.encode("data: [DONE]\n\n");
+
+/** A token as OpenAI's log-probabilities name it: its text, and its bytes (UTF-8 may split). */
+interface TokenInfo {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+/**
+ * `choices[].logprobs` of a chat completion: one entry per generated token, each with its most
+ * likely alternatives.
+ *
+ * @example
+ * ```ts
+ * import type { ChatLogprobs } from "./openai_format.ts";
+ * const l: ChatLogprobs = { content: [] };
+ * console.log(l.content.length); // 0
+ * ```
+ */
+export interface ChatLogprobs {
+  /** The generated tokens in order. */
+  content: (TokenInfo & { top_logprobs: TokenInfo[] })[];
+}
+
+/**
+ * `choices[].logprobs` of a legacy completion: parallel arrays, and for each token a map of its
+ * most likely alternatives' texts to their log-probabilities.
+ *
+ * @example
+ * ```ts
+ * import type { CompletionLogprobs } from "./openai_format.ts";
+ * const l: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+ * console.log(l.tokens.length); // 0
+ * ```
+ */
+export interface CompletionLogprobs {
+  /** Each generated token's text. */
+  tokens: string[];
+  /** Each token's natural-log probability under the model. */
+  token_logprobs: number[];
+  /** Each token's most likely alternatives (text to log-probability). */
+  top_logprobs: Record<string, number>[];
+  /** Each token's character offset in the generated text. */
+  text_offset: number[];
+}
+
+/** What the formats need of the tokenizer: a token's bytes. */
+interface TokenBytes {
+  tokenBytes(id: number): Uint8Array;
+}
+
+const lossy = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+
+function info(tok: TokenBytes, id: number, logprob: number): TokenInfo {
+  const bytes = tok.tokenBytes(id);
+  return { token: lossy.decode(bytes), logprob, bytes: [...bytes] };
+}
+
+/**
+ * The chat shape of generated tokens' log-probabilities.
+ *
+ * @example
+ * ```ts
+ * import { chatLogprobs } from "./openai_format.ts";
+ * const tok = { tokenBytes: (id: number) => new Uint8Array([96 + id]) };
+ * const l = chatLogprobs([{ id: 1, logprob: -0.5, top: [{ id: 1, logprob: -0.5 }] }], tok);
+ * console.log(l.content[0].token, l.content[0].top_logprobs[0].bytes); // a [ 97 ]
+ * ```
+ */
+export function chatLogprobs(
+  entries: readonly { id: number; logprob: number; top: { id: number; logprob: number }[] }[],
+  tok: TokenBytes,
+): ChatLogprobs {
+  return {
+    content: entries.map((e) => ({
+      ...info(tok, e.id, e.logprob),
+      top_logprobs: e.top.map((t) => info(tok, t.id, t.logprob)),
+    })),
+  };
+}
+
+/**
+ * The legacy completions shape of generated tokens' log-probabilities; `offset` is the
+ * character offset of the first token in the generated text.
+ *
+ * @example
+ * ```ts
+ * import { completionLogprobs } from "./openai_format.ts";
+ * const tok = { tokenBytes: (id: number) => new Uint8Array([96 + id]) };
+ * const l = completionLogprobs([{ id: 2, logprob: -1, top: [] }], tok, 0);
+ * console.log(l.tokens, l.text_offset); // [ "b" ] [ 0 ]
+ * ```
+ */
+export function completionLogprobs(
+  entries: readonly { id: number; logprob: number; top: { id: number; logprob: number }[] }[],
+  tok: TokenBytes,
+  offset: number,
+): CompletionLogprobs {
+  const out: CompletionLogprobs = {
+    tokens: [],
+    token_logprobs: [],
+    top_logprobs: [],
+    text_offset: [],
+  };
+  let at = offset;
+  for (const e of entries) {
+    const t = info(tok, e.id, e.logprob).token;
+    out.tokens.push(t);
+    out.token_logprobs.push(e.logprob);
+    // No prototype: a token whose text is "__proto__" is a key like any other.
+    const alts: Record<string, number> = Object.create(null);
+    for (const a of e.top) {
+      const key = info(tok, a.id, a.logprob).token;
+      if (!Object.hasOwn(alts, key)) alts[key] = a.logprob;
+    }
+    out.top_logprobs.push(alts);
+    out.text_offset.push(at);
+    at += t.length;
+  }
+  return out;
+}

@@ -52,11 +52,30 @@ export interface ModelSlot {
 export interface GenerationResult {
   text: string;
   completionTokens: number;
+  /** Each generated token's log-probability (with `request.logprobs`). */
+  logprobs?: TokenLogprob[];
   /** Prompt tokens found in the slot's KV cache (not run again). */
   cachedTokens: number;
   finishReason: FinishReason;
   /** The signal ended it. */
   aborted: boolean;
+}
+
+/**
+ * One generated token's natural-log probability under the model and its most likely
+ * alternatives, best first.
+ *
+ * @example
+ * ```ts
+ * import type { TokenLogprob } from "./run_generation.ts";
+ * const t: TokenLogprob = { id: 9, logprob: -0.1, top: [{ id: 9, logprob: -0.1 }] };
+ * console.log(t.top.length);
+ * ```
+ */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+  top: { id: number; logprob: number }[];
 }
 
 /**
@@ -91,7 +110,8 @@ const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
 /**
  * Generates for `prompt` on `slot`, calling `onText` with each piece of text
- * (awaited: a slow reader slows its own generation only).
+ * (awaited: a slow reader slows its own generation only) and, with
+ * `request.logprobs`, the log-probabilities of the tokens since the last piece.
  *
  * @example
  * ```ts ignore
@@ -105,7 +125,7 @@ export async function runGeneration(
   request: SamplingRequest,
   maxTokens: number,
   signal: AbortSignal,
-  onText: (text: string) => void | Promise<void>,
+  onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
 ): Promise<GenerationResult> {
   const sampler = new Sampler(slot.model.config.vocab, samplerOptions(request));
   const it = generate(slot.model, slot.tokenizer, sampler, prompt, {
@@ -113,8 +133,11 @@ export async function runGeneration(
     stop: request.stop,
     signal,
     cache: slot.cache,
+    logprobs: request.logprobs,
   });
   let text = "";
+  const all: TokenLogprob[] = [];
+  let pending: TokenLogprob[] = [];
   while (true) {
     const r = await it.next();
     if (r.done) {
@@ -125,11 +148,20 @@ export async function runGeneration(
         cachedTokens: r.value.cachedTokens,
         finishReason: reason === "max_tokens" || reason === "context" ? "length" : "stop",
         aborted: reason === "aborted",
+        ...(request.logprobs === undefined ? {} : { logprobs: all }),
       };
     }
-    if (r.value.text !== "") {
-      text += r.value.text;
-      await onText(r.value.text);
+    const v = r.value;
+    if (request.logprobs !== undefined && v.id >= 0 && v.logprob !== undefined) {
+      const entry = { id: v.id, logprob: v.logprob, top: v.top ?? [] };
+      all.push(entry);
+      pending.push(entry);
+    }
+    if (v.text !== "") {
+      text += v.text;
+      const sent = pending;
+      pending = [];
+      await onText(v.text, request.logprobs === undefined ? undefined : sent);
     }
     // A macrotask turn: lets other requests, socket closes and aborts through.
     await tick();

@@ -171,7 +171,11 @@ Deno.test({
       await expectError(await post(chat, { messages, max_tokens: 200 }, auth), 400, "max_tokens");
       await expectError(await post(chat, { messages, max_tokens: 120 }, auth), 400, "max_tokens");
       await expectError(await post(chat, { messages, temperature: 3 }, auth), 400, "temperature");
-      await expectError(await post(chat, { messages, logprobs: true }, auth), 400, "logprobs");
+      await expectError(
+        await post(chat, { messages, top_logprobs: 2 }, auth),
+        400,
+        "top_logprobs",
+      );
       // Unknown fields are ignored and named (--strict refuses them: abuse_test.ts).
       const bogus = await post(chat, { messages, bogus: 1, max_tokens: 1 }, auth);
       assert.equal(bogus.status, 200);
@@ -396,5 +400,85 @@ Deno.test({
       await child.stderr.cancel().catch(() => {});
       assert.equal(status.code, 0);
     }
+  },
+});
+
+Deno.test({
+  name: "serve: logprobs and top_logprobs as OpenAI returns them (chat, completions, streamed)",
+  ignore: !present,
+  async fn() {
+    await withServer({ contextLength: 256 }, async (server) => {
+      const u = server.url;
+      const greedy = { max_tokens: 8, temperature: 0 };
+      const r = await post(`${u}/v1/chat/completions`, {
+        messages,
+        ...greedy,
+        logprobs: true,
+        top_logprobs: 3,
+      });
+      assert.equal(r.status, 200);
+      const body = await r.json();
+      const choice = body.choices[0];
+      const content = choice.logprobs.content;
+      assert.ok(content.length >= 1 && content.length <= body.usage.completion_tokens);
+      const dec = new TextDecoder();
+      for (const c of content) {
+        assert.ok(c.logprob <= 0 && Number.isFinite(c.logprob));
+        assert.equal(c.top_logprobs.length, 3);
+        // Greedy picks the most likely token: the first alternative is the token itself.
+        assert.equal(c.top_logprobs[0].token, c.token);
+        assert.equal(c.top_logprobs[0].logprob, c.logprob);
+        for (let i = 1; i < 3; i++) {
+          assert.ok(c.top_logprobs[i].logprob <= c.top_logprobs[i - 1].logprob);
+        }
+        assert.equal(dec.decode(new Uint8Array(c.bytes)), c.token);
+      }
+      assert.equal(content.map((c: { token: string }) => c.token).join(""), choice.message.content);
+      // Without logprobs the field stays null, as OpenAI sends it.
+      const plain = await (await post(`${u}/v1/chat/completions`, { messages, ...greedy })).json();
+      assert.equal(plain.choices[0].logprobs, null);
+      assert.equal(plain.choices[0].message.content, choice.message.content);
+
+      // Streamed: every chunk carries its own tokens' entries, the same ones in all.
+      const s = await fetch(`${u}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages, ...greedy, logprobs: true, stream: true }),
+      });
+      const events = (await s.text()).split("\n\n").filter((e) => e.startsWith("data: {"));
+      const streamed = events.flatMap((e) =>
+        JSON.parse(e.slice(6)).choices[0].logprobs?.content ?? []
+      );
+      assert.deepEqual(
+        streamed.map((c: { token: string; logprob: number }) => [c.token, c.logprob]),
+        content.map((c: { token: string; logprob: number }) => [c.token, c.logprob]),
+      );
+      for (const c of streamed) assert.deepEqual(c.top_logprobs, []);
+
+      // Legacy completions: parallel arrays and alternatives as a map.
+      const t = await (await post(`${u}/v1/completions`, {
+        prompt: "The capital of France is",
+        ...greedy,
+        logprobs: 2,
+      })).json();
+      const lp = t.choices[0].logprobs;
+      assert.equal(lp.tokens.length, lp.token_logprobs.length);
+      assert.equal(lp.tokens.length, lp.top_logprobs.length);
+      assert.equal(lp.tokens.join(""), t.choices[0].text);
+      let at = 0;
+      lp.tokens.forEach((tok: string, i: number) => {
+        assert.equal(lp.text_offset[i], at);
+        at += tok.length;
+        const alts = Object.entries(lp.top_logprobs[i]) as [string, number][];
+        assert.ok(alts.length >= 1 && alts.length <= 2);
+        assert.equal(alts[0][0], tok);
+        assert.equal(alts[0][1], lp.token_logprobs[i]);
+      });
+      await expectError(
+        await post(`${u}/v1/completions`, { prompt: "x", logprobs: 6 }),
+        400,
+        "logprobs",
+      );
+    });
   },
 });

@@ -85,6 +85,12 @@ export interface SamplingRequest {
   stream: boolean;
   /** stream_options.include_usage: a last chunk with the usage. */
   includeUsage: boolean;
+  /**
+   * Log-probabilities of the generated tokens, with this many most likely alternatives each
+   * (chat: `logprobs: true` and `top_logprobs` 0-20; completions: `logprobs` 0-5); undefined:
+   * none.
+   */
+  logprobs?: number;
 }
 
 /**
@@ -228,7 +234,6 @@ const SAMPLING_KEYS = [
   "n",
   "user",
   "logprobs",
-  "top_logprobs",
 ];
 
 function sampling(
@@ -237,16 +242,21 @@ function sampling(
   vocab: number,
   contextLength: number,
   ignored: string[] | undefined,
+  endpoint: "chat" | "completions",
 ): SamplingRequest {
   if (o.model !== undefined && o.model !== null) text(o.model, "model", 256);
   if (o.user !== undefined && o.user !== null) text(o.user, "user", 256);
   const n = integer(o, "n", 1, 1 << 20);
   if (n !== undefined && n !== 1) throw bad(`n must be 1, got ${n}`, "n");
-  for (const key of ["logprobs", "top_logprobs"]) {
-    const v = o[key];
-    if (v !== undefined && v !== null && v !== false && v !== 0) {
-      throw bad(`${key} is not supported`, key, "unsupported_field");
-    }
+  // OpenAI's two shapes: chat takes logprobs: true and top_logprobs 0..20, the legacy
+  // completions endpoint logprobs: N (0..5) alternatives.
+  let logprobs: number | undefined;
+  if (endpoint === "chat") {
+    const top = integer(o, "top_logprobs", 0, 20);
+    if (boolean(o, "logprobs")) logprobs = top ?? 0;
+    else if (top !== undefined) throw bad("top_logprobs needs logprobs: true", "top_logprobs");
+  } else {
+    logprobs = integer(o, "logprobs", 0, 5);
   }
   const maxTokens = integer(o, "max_tokens", 1, contextLength) ??
     integer(o, "max_completion_tokens", 1, contextLength);
@@ -303,6 +313,7 @@ function sampling(
     stop,
     stream,
     includeUsage,
+    ...(logprobs === undefined ? {} : { logprobs }),
   };
 }
 
@@ -310,6 +321,7 @@ const CHAT_KEYS: ReadonlySet<string> = new Set([
   ...SAMPLING_KEYS,
   "messages",
   "max_completion_tokens",
+  "top_logprobs",
 ]);
 const COMPLETION_KEYS: ReadonlySet<string> = new Set([...SAMPLING_KEYS, "prompt"]);
 const ROLES: ReadonlySet<string> = new Set(["system", "user", "assistant"]);
@@ -341,7 +353,7 @@ export function validateChatRequest(
   if (o.max_tokens !== undefined && o.max_completion_tokens !== undefined) {
     throw bad("give max_tokens or max_completion_tokens, not both", "max_tokens");
   }
-  const s = sampling(o, limits, vocab, contextLength, ignored);
+  const s = sampling(o, limits, vocab, contextLength, ignored, "chat");
   if (!Array.isArray(o.messages)) {
     throw bad(`messages must be an array, got ${kind(o.messages)}`, "messages", "invalid_type");
   }
@@ -408,7 +420,7 @@ export function validateCompletionRequest(
 ): CompletionRequest {
   const o = object(body, null);
   onlyKeys(o, COMPLETION_KEYS, "", ignored);
-  const s = sampling(o, limits, vocab, contextLength, ignored);
+  const s = sampling(o, limits, vocab, contextLength, ignored, "completions");
   const prompt = text(o.prompt, "prompt", limits.maxTextLength);
   return { ...s, prompt };
 }

@@ -48,8 +48,9 @@ Deno.test("chat requests: defaults, and every field checked and bounded", () => 
   refused(chat({ stop: ["a", "b", "c", "d", "e"] }), "stop");
   refused(chat({ stop: 3 }), "stop");
   refused(chat({ stop: [""] }), "stop");
-  refused(chat({ logprobs: true }), "logprobs", /not supported/);
-  refused(chat({ top_logprobs: 2 }), "top_logprobs", /not supported/);
+  refused(chat({ logprobs: 1 }), "logprobs", /boolean/);
+  refused(chat({ top_logprobs: 2 }), "top_logprobs", /needs logprobs: true/);
+  refused(chat({ logprobs: true, top_logprobs: 21 }), "top_logprobs");
   refused(chat({ logit_bias: { "1000": 1 } }), "logit_bias");
   refused(chat({ logit_bias: { "abc": 1 } }), "logit_bias");
   refused(chat({ logit_bias: { "5": 101 } }), "logit_bias.5", /logit_bias.5 101 is not in/);
@@ -119,4 +120,27 @@ Deno.test("request bodies: size cap, strict UTF-8, JSON", async () => {
     (e: ApiError) => e.status === 400 && /UTF-8/.test(e.message),
   );
   await assert.rejects(readJsonBody(post("{"), 64), (e: ApiError) => e.status === 400);
+});
+
+Deno.test("logprobs: chat's boolean and top_logprobs, completions' count of alternatives", () => {
+  const m = [{ role: "user", content: "Hi" }];
+  const chat = (extra: Record<string, unknown>) =>
+    validateChatRequest({ messages: m, ...extra }, DEFAULT_LIMITS, 100, 64).logprobs;
+  const cmpl = (extra: Record<string, unknown>) =>
+    validateCompletionRequest({ prompt: "Hi", ...extra }, DEFAULT_LIMITS, 100, 64).logprobs;
+  assert.equal(chat({}), undefined);
+  assert.equal(chat({ logprobs: false }), undefined);
+  assert.equal(chat({ logprobs: null, top_logprobs: null }), undefined);
+  assert.equal(chat({ logprobs: true }), 0);
+  assert.equal(chat({ logprobs: true, top_logprobs: 20 }), 20);
+  assert.equal(cmpl({}), undefined);
+  assert.equal(cmpl({ logprobs: 0 }), 0);
+  assert.equal(cmpl({ logprobs: 5 }), 5);
+  assert.throws(() => cmpl({ logprobs: true }), /logprobs must be an integer/);
+  assert.throws(() => cmpl({ logprobs: 6 }), /logprobs/);
+  // top_logprobs is chat's field: the legacy endpoint does not know it.
+  assert.throws(() => cmpl({ logprobs: 1, top_logprobs: 1 }), /unknown or unsupported field/);
+  const ignored: string[] = [];
+  validateCompletionRequest({ prompt: "Hi", top_logprobs: 1 }, DEFAULT_LIMITS, 100, 64, ignored);
+  assert.deepEqual(ignored, ["top_logprobs"]);
 });
