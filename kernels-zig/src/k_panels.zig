@@ -40,17 +40,9 @@ const ActRow = packing.ActRow;
 const PanelPrim = k.PanelPrim;
 const V16i16 = @Vector(16, i16);
 
-inline fn readU32(p: [*]const u8) u32 {
-    return std.mem.readInt(u32, p[0..4], .little);
-}
-
-inline fn readF32(p: [*]const u8) f32 {
-    return @bitCast(readU32(p));
-}
-
-inline fn readI32(p: [*]const u8) i32 {
-    return @bitCast(readU32(p));
-}
+const readU32 = k.readU32;
+const readF32 = k.readF32;
+const readI32 = k.readI32;
 
 inline fn f16At(p: [*]const u8) f32 {
     return abi.f16ToF32(@as(u16, p[0]) | (@as(u16, p[1]) << 8));

@@ -624,15 +624,15 @@ const packing = @import("packing.zig");
 const kp = @import("k_panels.zig");
 const ActRow = packing.ActRow;
 
-inline fn readU32(p: [*]const u8) u32 {
+pub inline fn readU32(p: [*]const u8) u32 {
     return std.mem.readInt(u32, p[0..4], .little);
 }
 
-inline fn readF32(p: [*]const u8) f32 {
+pub inline fn readF32(p: [*]const u8) f32 {
     return @bitCast(readU32(p));
 }
 
-inline fn readI32(p: [*]const u8) i32 {
+pub inline fn readI32(p: [*]const u8) i32 {
     return @bitCast(readU32(p));
 }
 
