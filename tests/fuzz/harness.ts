@@ -32,6 +32,14 @@ export interface Target<T = unknown> {
   arbitrary(): fc.Arbitrary<T>;
   /** Runs one input; throws when a property does not hold. */
   check(input: T): Outcome;
+  /**
+   * The least share of inputs (0-1) that must come out `accepted`. A
+   * generator that only ever reaches the reader's refusals tests none of
+   * the invariants of what it accepts, and an edit to the reader that
+   * starts refusing everything would otherwise pass unseen; the floors sit
+   * at about half the share each target measured.
+   */
+  readonly minAccepted: number;
 }
 
 /** An input that takes longer than this (ms) counts as a hang. */
@@ -90,6 +98,14 @@ export async function runTarget<T>(
     { numRuns: options.numRuns, seed: options.seed },
   );
   counts.ms = performance.now() - t0;
+  const floor = acceptedFloor(target, counts.inputs);
+  if (!details.failed && counts.accepted < floor) {
+    counts.failures = 1;
+    counts.report = `only ${counts.accepted} of ${counts.inputs} inputs were accepted, under the ` +
+      `floor of ${floor} (${(target.minAccepted * 100).toFixed(0)}%): the generator no longer ` +
+      `reaches what the reader accepts`;
+    return counts;
+  }
   if (details.failed) {
     counts.failures = 1;
     const err = details.errorInstance;
@@ -100,6 +116,14 @@ export async function runTarget<T>(
     counts.report = `${fc.defaultReportMessage(details) ?? "failed"}\nError: ${why}${cause}`;
   }
   return counts;
+}
+
+/** How many of `inputs` must be accepted under `target.minAccepted`. */
+export function acceptedFloor(target: Pick<Target, "minAccepted">, inputs: number): number {
+  if (!(target.minAccepted >= 0 && target.minAccepted <= 1)) {
+    throw new RangeError(`minAccepted ${target.minAccepted} is not a share in [0, 1]`);
+  }
+  return Math.ceil(target.minAccepted * inputs);
 }
 
 /**
