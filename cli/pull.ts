@@ -77,8 +77,11 @@ export async function runPull(specs: string[], options: RunPullOptions): Promise
         progress: (e) => {
           if (e.file !== file) {
             file = e.file;
-            bar = progressBar();
-            if (bar) console.error(`pulling ${e.file}`);
+            // A bar on a terminal; off one, a few lines on a long download.
+            bar = progressBar({
+              label: Deno.stderr.isTerminal() ? undefined : `pulling ${e.file}`,
+            });
+            if (Deno.stderr.isTerminal()) console.error(`pulling ${e.file}`);
           }
           bar?.(e.done, e.total);
         },
