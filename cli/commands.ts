@@ -321,11 +321,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: "chat",
     positionals: "none",
     summary: "an interactive chat using the model's chat template",
-    description:
-      "Reads one user message per line from stdin and answers with the model's own chat\n" +
-      "template (or --template). Ctrl-C stops the current answer; end of input ends the chat.\n" +
-      "A line that is only /clear starts the conversation over (the system message stays);\n" +
-      "/bye or /exit ends the chat.",
+    description: "Answers each message with the model's own chat template (or --template). On a\n" +
+      "terminal: a line editor (arrows, Home/End, Ctrl-A/E/K/U/W, Up/Down for earlier\n" +
+      "messages); Ctrl-C stops the current answer or gives up the line; Ctrl-D at an empty\n" +
+      "prompt ends the chat. Piped: one message per line, until end of input.\n" +
+      "Commands: /help or /?, /clear (start over; the system message stays), /stats (the\n" +
+      "last answer's tokens and speed, the context used), /bye or /exit.",
     options: ["system", ...MODEL, ...SAMPLING, "template"],
     examples: [
       'cflow chat --system "You are terse."',
