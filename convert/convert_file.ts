@@ -93,22 +93,44 @@ export function openSource(path: string): ModelSource {
   return openGgufSource(path);
 }
 
-function fileSink(file: Deno.FsFile): Sink {
-  const writeAll = async (bytes: Uint8Array) => {
-    let done = 0;
-    while (done < bytes.length) done += await file.write(bytes.subarray(done));
-  };
+/**
+ * The output file as a sink: appends gather in a 4 MiB buffer written with
+ * blocking writes. The writer hands over one tile stripe at a time (a few
+ * KiB); an awaited asynchronous write per stripe cost a thread-pool round
+ * trip each, and the conversion of a 0.5 GB GGUF spent most of its time
+ * idle between them (docs/FORMAT.md, "Conversion time").
+ */
+function fileSink(file: Deno.FsFile): Sink & { flush(): void } {
+  const buffer = new Uint8Array(4 << 20);
+  let fill = 0;
   let position = 0;
+  const writeAll = (bytes: Uint8Array) => {
+    let done = 0;
+    while (done < bytes.length) done += file.writeSync(bytes.subarray(done));
+  };
+  const flush = () => {
+    if (fill > 0) writeAll(buffer.subarray(0, fill));
+    fill = 0;
+  };
   return {
-    async write(bytes: Uint8Array): Promise<void> {
-      await writeAll(bytes);
+    write(bytes: Uint8Array): Promise<void> {
+      if (fill + bytes.length > buffer.length) flush();
+      if (bytes.length >= buffer.length) writeAll(bytes);
+      else {
+        buffer.set(bytes, fill);
+        fill += bytes.length;
+      }
       position += bytes.length;
+      return Promise.resolve();
     },
-    async writeAt(offset: number, bytes: Uint8Array): Promise<void> {
-      await file.seek(offset, Deno.SeekMode.Start);
-      await writeAll(bytes);
-      await file.seek(position, Deno.SeekMode.Start);
+    writeAt(offset: number, bytes: Uint8Array): Promise<void> {
+      flush();
+      file.seekSync(offset, Deno.SeekMode.Start);
+      writeAll(bytes);
+      file.seekSync(position, Deno.SeekMode.Start);
+      return Promise.resolve();
     },
+    flush,
   };
 }
 
@@ -242,7 +264,9 @@ export async function convertFile(
     // Held until the process ends: tells a later conversion that this
     // temporary file is not stale.
     await file.lock(true);
-    const plan = await writeModel(model, options.format, fileSink(file), options.progress);
+    const sink = fileSink(file);
+    const plan = await writeModel(model, options.format, sink, options.progress);
+    sink.flush();
     await file.syncData();
     file.close();
     file = undefined;
