@@ -181,8 +181,9 @@ export async function runAnalyze(
       );
     }
     // A GGUF file or Hugging Face folder is converted once into the cache,
-    // as the model commands do (the same conversion generate reuses).
-    const path = await resolveForCli({ model: files[0], quant: "q4_0" });
+    // as the model commands do, with their default weight type, so that it is
+    // the very conversion generate reuses (only the geometry is read here).
+    const path = await resolveForCli({ model: files[0] });
     using file = mapFile(path);
     const src = mappedSource(file);
     if (sniffTiled(src) === undefined) {

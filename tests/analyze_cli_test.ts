@@ -159,6 +159,8 @@ Deno.test({
         e.name.endsWith(".cflow")
       );
       assert.equal(made.length, 1);
+      // It is the conversion generate makes and reuses (each tensor keeps its type).
+      assert.match(made[0].name, /\.auto\.cflow$/);
     } finally {
       await Deno.remove(cache, { recursive: true });
     }
