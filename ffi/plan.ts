@@ -704,6 +704,48 @@ export class Plan {
   }
 
   /**
+   * Runs operations [first, last) (default: all) for rows that each carry a
+   * KV base and a position: row t is the token at position `positions[t]`
+   * of a sequence whose keys and values sit at cache indices from
+   * `bases[t]` on (with the plan's context shared by several sequences, for
+   * example sequence s at s x n). Each row gets exactly the arithmetic it
+   * gets in a run of its own sequence. Two rows may not share a cache index.
+   *
+   * @example
+   * ```ts ignore
+   * // Two sequences of a plan built for 2 x 512 positions, one token each.
+   * plan.runRows(new Uint32Array([7, 9]), new Uint32Array([0, 512]), new Uint32Array([3, 10]));
+   * ```
+   */
+  runRows(
+    tokens: Uint32Array,
+    bases: Uint32Array,
+    positions: Uint32Array,
+    first = 0,
+    last = 0xffffffff,
+  ): void {
+    if (this.#handle === 0) throw new KernelError("cf_plan_run_rows", STATUS.HANDLE);
+    if (tokens.length < 1 || tokens.length > this.maxTokens) {
+      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
+    }
+    if (bases.length !== tokens.length || positions.length !== tokens.length) {
+      throw new RangeError(
+        `plan: ${tokens.length} tokens with ${bases.length} bases and ${positions.length} positions`,
+      );
+    }
+    const rc = openKernels().symbols.cf_plan_run_rows(
+      this.#handle,
+      tokens,
+      BigInt(tokens.length),
+      bases,
+      positions,
+      u32(first, "first operation"),
+      u32(last, "last operation"),
+    );
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_run_rows", rc);
+  }
+
+  /**
    * Runs the tokens at positions [pos, pos + tokens.length), on the pool or
    * (`singleThread`) on the calling thread alone; the results are the same.
    */

@@ -158,6 +158,27 @@ Deno.test("a plan pins what it reads; runs check tokens, positions and batch", (
   run.region.close();
 });
 
+Deno.test("runRows checks every row's cache index: inside the context, none shared", () => {
+  const { run } = f32Run();
+  using ws = allocAligned(4096, 64);
+  const b = new PlanBuilder();
+  b.embed(run, { offset: 0, stride: 128 }, 1);
+  const plan = b.build(ws, 3, 8);
+  const u = (...x: number[]) => new Uint32Array(x);
+  plan.runRows(u(1, 2, 3), u(0, 4, 4), u(3, 0, 3)); // indices 3, 4, 7
+  assert.equal(status(() => plan.runRows(u(1, 2), u(4, 0), u(4, 0))), STATUS.RANGE); // 8
+  assert.equal(status(() => plan.runRows(u(1), u(0xffffffff), u(1))), STATUS.RANGE); // no wrap
+  assert.equal(status(() => plan.runRows(u(1, 2), u(0, 4), u(5, 1))), STATUS.INVALID_ARG); // 5 twice
+  assert.equal(status(() => plan.runRows(u(4), u(0), u(0))), STATUS.RANGE); // vocab is 4
+  assert.throws(() => plan.runRows(u(1, 2), u(0), u(0, 1)), RangeError);
+  assert.throws(() => plan.runRows(u(1, 2, 3, 1), u(0, 0, 0, 0), u(0, 1, 2, 3)), RangeError);
+  // A closed or unknown plan is refused natively.
+  const sym = openKernels().symbols;
+  assert.equal(sym.cf_plan_run_rows(0, u(1), 1n, u(0), u(0), 0, 1), STATUS.HANDLE);
+  plan.close();
+  run.region.close();
+});
+
 Deno.test("packing checks its input and destination", () => {
   const { run } = f32Run();
   using dst = allocAligned(65536, 64);

@@ -7,7 +7,7 @@
  */
 
 /** ABI version this binding was written for; the library must report it. */
-export const ABI_VERSION: number = 6;
+export const ABI_VERSION: number = 7;
 
 /**
  * The symbol table passed to `Deno.dlopen`.
@@ -167,6 +167,12 @@ export const symbols = {
   //     uint32_t first, uint32_t last)
   cf_plan_run_ops: {
     parameters: ["i32", "buffer", "usize", "u32", "u32", "u32"],
+    result: "i32",
+  },
+  // int32_t cf_plan_run_rows(int32_t plan, const uint32_t *tokens, size_t n_tokens,
+  //     const uint32_t *bases, const uint32_t *positions, uint32_t first, uint32_t last)
+  cf_plan_run_rows: {
+    parameters: ["i32", "buffer", "usize", "buffer", "buffer", "u32", "u32"],
     result: "i32",
   },
   // int32_t cf_plan_cancel(int32_t plan, uint32_t value)

@@ -14,4 +14,10 @@
 export { COMBINE_STYLE, ropeFrequencies } from "./config.ts";
 export type { ModelConfig, MoeConfig, PipelineConfig, RopeScaling } from "./config.ts";
 export { kvBytesPerPosition, Transformer } from "./transformer.ts";
-export type { LoadStats, TracePosition, TraceStep, TransformerOptions } from "./transformer.ts";
+export type {
+  LoadStats,
+  StepRow,
+  TracePosition,
+  TraceStep,
+  TransformerOptions,
+} from "./transformer.ts";

@@ -242,6 +242,15 @@ export interface TransformerOptions {
   /** Most prompt tokens per batch of {@link Transformer.prefill} (default 64). */
   batch?: number;
   /**
+   * Sequences the KV cache holds side by side (default 1), each with
+   * `contextLength` positions: {@link Transformer.step} runs tokens of any of
+   * them in one batch over one copy of the weights. The single-sequence
+   * methods ({@link Transformer.forward}, {@link Transformer.prefill}, ...)
+   * use sequence 0. With `contextLength: "trained"` the memory budget is
+   * shared by all of them.
+   */
+  sequences?: number;
+  /**
    * Threads for decode (one token at a time): `"auto"` times a few decode
    * steps on the calling thread alone and on the whole pool at load and
    * keeps the faster (on small models a second thread can cost more in
@@ -251,6 +260,26 @@ export interface TransformerOptions {
    * when the user chose it (`--threads`, `CFLOW_THREADS`).
    */
   decodeThreads?: "auto" | "pool" | "single";
+}
+
+/**
+ * One row of {@link Transformer.step}: a token of one sequence at its position.
+ *
+ * @example
+ * ```ts
+ * import type { StepRow } from "./transformer.ts";
+ * const row: StepRow = { token: 42, sequence: 1, position: 7, logits: true };
+ * ```
+ */
+export interface StepRow {
+  /** The token id. */
+  token: number;
+  /** Its sequence, in [0, sequences). */
+  sequence: number;
+  /** Its position in that sequence, in [0, contextLength). */
+  position: number;
+  /** Whether its logits are wanted (a decoded token, the last token of a prompt). */
+  logits: boolean;
 }
 
 /**
@@ -355,8 +384,10 @@ export class Transformer {
    * the trained length, the length chosen and its KV cache bytes.
    */
   readonly contextCap?: { trained: number; chosen: number; kvBytes: number };
-  /** Largest prompt batch of one {@link prefill} step. */
+  /** Largest prompt batch of one {@link prefill} step, and most rows of one {@link step}. */
   readonly batch: number;
+  /** Sequences the KV cache holds ({@link TransformerOptions.sequences}). */
+  readonly sequences: number;
   /** What loading did. */
   readonly loadStats: LoadStats;
   readonly #file: LoadedTiledFile;
@@ -388,6 +419,8 @@ export class Transformer {
   #stateBuffers!: RunState;
   /** The output head's operations, its norm's workspace offset and input (#buildPlan). */
   #head!: { ops: HeadOps; norm: number; input: Buf };
+  /** Per sequence, how many leading positions its KV cache holds (a high-water mark). */
+  readonly #filled: number[];
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
@@ -406,10 +439,16 @@ export class Transformer {
     this.#k = openKernels();
     const c = modelConfig(file.file);
     this.config = c;
+    const sequences = options.sequences ?? 1;
+    if (!Number.isSafeInteger(sequences) || sequences < 1 || sequences > 256) {
+      throw new RangeError(`model: sequences ${sequences} is not in [1, 256]`);
+    }
+    this.sequences = sequences;
+    this.#filled = new Array(sequences).fill(0);
     let ctx: number;
     if (options.contextLength === "trained") {
       const trained = c.contextLength > 0 ? Math.min(c.contextLength, 1 << 20) : 4096;
-      const perPosition = kvBytesPerPosition(c, options.kvCache ?? "f16");
+      const perPosition = kvBytesPerPosition(c, options.kvCache ?? "f16") * sequences;
       const budget = options.contextMemoryBytes ?? Infinity;
       if (!(budget > 0)) throw new RangeError(`model: contextMemoryBytes ${budget} is not > 0`);
       const fits = Math.max(256, Math.floor(budget / perPosition));
@@ -420,6 +459,11 @@ export class Transformer {
     }
     if (!Number.isSafeInteger(ctx) || ctx < 1 || ctx > (1 << 20)) {
       throw new RangeError(`model: context length ${ctx} is out of range`);
+    }
+    if (ctx * sequences > (1 << 22)) {
+      throw new RangeError(
+        `model: ${sequences} sequences of ${ctx} positions exceed the 4,194,304 the kernels hold`,
+      );
     }
     this.contextLength = ctx;
     const batch = options.batch ?? 64;
@@ -496,7 +540,8 @@ export class Transformer {
       vectors.push([at, v]);
       return at;
     };
-    const kvBytes = ctx * kvDim * (options.kvCache === "f32" ? 4 : 2);
+    // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
+    const kvBytes = sequences * ctx * kvDim * (options.kvCache === "f32" ? 4 : 2);
     const layers: LayerWeights[] = [];
     // One block of u64 expert-byte counters, one per layer, read in one call per token.
     const counters = L.take(8 * c.layers);
@@ -1033,7 +1078,7 @@ export class Transformer {
     this.#head = { ops: head, norm: v.outputNorm, input: final };
     b.section("output");
     head(b, final, v.outputNorm, s, true);
-    return b.build(this.#workspace, this.batch, this.contextLength);
+    return b.build(this.#workspace, this.batch, this.contextLength * this.sequences);
   }
 
   #entry(layer: number, id: number): EntryDescriptor | undefined {
@@ -1291,6 +1336,7 @@ export class Transformer {
     return v;
   }
 
+  /** Checks positions of sequence 0 (the single-sequence methods) and marks them held. */
   #checkPositions(first: number, count: number): void {
     if (!Number.isSafeInteger(first) || first < 0 || first + count > this.contextLength) {
       throw new RangeError(
@@ -1299,6 +1345,7 @@ export class Transformer {
         }) are outside the context of ${this.contextLength}`,
       );
     }
+    this.#filled[0] = Math.max(this.#filled[0], first + count);
   }
 
   #checkToken(token: number): void {
@@ -1427,15 +1474,7 @@ export class Transformer {
     this.#checkPositions(pos, tokens.length);
     for (const t of tokens) this.#checkToken(t);
     const head = this.#head;
-    this.#outputRows ??= new OutputRows({
-      ops: head.ops,
-      norm: new Float32Array(this.#workspace.read(head.norm, this.config.hidden * 4).buffer),
-      hidden: this.config.hidden,
-      vocab: this.config.vocab,
-      batch: this.batch,
-      inputStride: head.input.stride,
-    });
-    const rows = this.#outputRows;
+    const rows = this.#headRows();
     // Everything up to the output section, which would compute the last row's logits only.
     const output = this.#plan.sections.find((x) => x.name === "output")!.first;
     const ids = Uint32Array.from(tokens);
@@ -1451,6 +1490,115 @@ export class Transformer {
           (l, r) => onLogits(l, i + r),
         );
       }
+    }
+    this.#readCounters();
+  }
+
+  /** The output head over every row of a batch, made on first use. */
+  #headRows(): OutputRows {
+    const head = this.#head;
+    this.#outputRows ??= new OutputRows({
+      ops: head.ops,
+      norm: new Float32Array(this.#workspace.read(head.norm, this.config.hidden * 4).buffer),
+      hidden: this.config.hidden,
+      vocab: this.config.vocab,
+      batch: this.batch,
+      inputStride: head.input.stride,
+    });
+    return this.#outputRows;
+  }
+
+  /**
+   * One step over several sequences at once: each row is a token of one
+   * sequence at its position, and every weight is read once for all of them
+   * (batched decode: one row per running sequence; a chunk of a prompt is
+   * several rows of one sequence). `onLogits` gets the logits of each row
+   * that asks for them, in row order, bit for bit what {@link forward} or
+   * {@link prefill} of that sequence alone gives: every row's arithmetic is
+   * its own, whatever else is in the batch.
+   *
+   * A sequence's rows must be at consecutive positions, starting at or
+   * before the first position it has not run yet (a position below that
+   * runs again, as after a rollback: later positions are then stale until
+   * run again). More rows than {@link batch} run in several batches, in
+   * order. `logits` is a buffer the next row overwrites.
+   *
+   * @example
+   * ```ts ignore
+   * // Sequence 0 decodes its token at position 12, sequence 1 prefills 3 prompt tokens.
+   * model.step([
+   *   { token: 42, sequence: 0, position: 12, logits: true },
+   *   { token: 1, sequence: 1, position: 0, logits: false },
+   *   { token: 2, sequence: 1, position: 1, logits: false },
+   *   { token: 3, sequence: 1, position: 2, logits: true },
+   * ], (logits, row) => console.log(row, logits[0]));
+   * ```
+   */
+  step(
+    rows: readonly StepRow[],
+    onLogits: (logits: Float32Array, row: number) => void,
+  ): void {
+    if (rows.length === 0) throw new RangeError("model: step needs at least one row");
+    const ctx = this.contextLength;
+    // Per sequence: its rows' positions must be consecutive and reach back to what it holds.
+    const span = new Map<number, { first: number; next: number }>();
+    for (const [i, r] of rows.entries()) {
+      this.#checkToken(r.token);
+      if (!Number.isSafeInteger(r.sequence) || r.sequence < 0 || r.sequence >= this.sequences) {
+        throw new RangeError(
+          `model: row ${i}: sequence ${r.sequence} is not in [0, ${this.sequences})`,
+        );
+      }
+      if (!Number.isSafeInteger(r.position) || r.position < 0 || r.position >= ctx) {
+        throw new RangeError(
+          `model: row ${i}: position ${r.position} is outside the context of ${ctx}`,
+        );
+      }
+      const seen = span.get(r.sequence);
+      if (seen === undefined) {
+        if (r.position > this.#filled[r.sequence]) {
+          throw new RangeError(
+            `model: row ${i}: sequence ${r.sequence} holds ${
+              this.#filled[r.sequence]
+            } positions; ` +
+              `position ${r.position} would leave a gap`,
+          );
+        }
+        span.set(r.sequence, { first: r.position, next: r.position + 1 });
+      } else if (r.position !== seen.next) {
+        throw new RangeError(
+          `model: row ${i}: sequence ${r.sequence} at position ${r.position}, expected ${seen.next}`,
+        );
+      } else seen.next++;
+    }
+    const head = this.#headRows();
+    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
+    for (let i = 0; i < rows.length; i += this.batch) {
+      const n = Math.min(rows.length - i, this.batch);
+      const ids = new Uint32Array(n);
+      const bases = new Uint32Array(n);
+      const positions = new Uint32Array(n);
+      for (let r = 0; r < n; r++) {
+        const row = rows[i + r];
+        ids[r] = row.token;
+        bases[r] = row.sequence * ctx;
+        positions[r] = row.position;
+      }
+      this.#plan.runRows(ids, bases, positions, 0, output);
+      // The head over each run of consecutive rows that want logits.
+      for (let r = 0; r < n;) {
+        if (!rows[i + r].logits) {
+          r++;
+          continue;
+        }
+        let end = r + 1;
+        while (end < n && rows[i + end].logits) end++;
+        head.run(this.#workspace, this.#head.input, r, end, (l, k) => onLogits(l, i + k));
+        r = end;
+      }
+    }
+    for (const [sequence, { next }] of span) {
+      this.#filled[sequence] = Math.max(this.#filled[sequence], next);
     }
     this.#readCounters();
   }

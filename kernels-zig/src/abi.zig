@@ -5,7 +5,7 @@
 const std = @import("std");
 
 /// Bumped whenever an exported signature or a status code changes.
-pub const abi_version: u32 = 6;
+pub const abi_version: u32 = 7;
 
 /// Status codes returned by every fallible export. Zero is success, negative
 /// is an error. I/O failures are returned as `io_base - errno`.

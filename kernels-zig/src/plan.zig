@@ -811,6 +811,40 @@ pub fn run(env: Env, handle: i32, tokens: []const u32, pos: u32) i32 {
 /// count), for profiling: running a plan's operations in consecutive ranges
 /// does exactly what one run does.
 pub fn runOps(env: Env, handle: i32, tokens: []const u32, pos: u32, first: u32, last: u32) i32 {
+    return runWith(env, handle, tokens, .{ .pos = pos }, first, last);
+}
+
+/// Where each row of a run sits: consecutive positions from `pos` (one
+/// sequence, the prompt or a decoded token), or per row a KV base and a
+/// position (several sequences in one batch: row t stores its keys and
+/// values at cache index `bases[t] + positions[t]`, attends over indices
+/// [bases[t], bases[t] + positions[t]] within its window, and is rotated by
+/// `positions[t]`). A caller keeping sequence s in the cache indices
+/// [s * n, (s + 1) * n) runs any mix of sequences in one batch, and each row
+/// gets exactly the arithmetic it gets alone.
+pub const Rows = struct {
+    pos: u32 = 0,
+    bases: ?[]const u32 = null,
+    positions: ?[]const u32 = null,
+
+    fn position(self: Rows, t: usize) u32 {
+        return if (self.positions) |ps| ps[t] else self.pos + @as(u32, @intCast(t));
+    }
+
+    fn base(self: Rows, t: usize) u32 {
+        return if (self.bases) |bs| bs[t] else 0;
+    }
+};
+
+/// Runs operations [first, last) for rows with their own KV bases and
+/// positions ({@link Rows}). Every row's cache index must be inside the
+/// context and no two rows may share one (their stores would race).
+pub fn runRows(env: Env, handle: i32, tokens: []const u32, bases: []const u32, positions: []const u32, first: u32, last: u32) i32 {
+    if (bases.len != tokens.len or positions.len != tokens.len) return Status.invalid_arg.code();
+    return runWith(env, handle, tokens, .{ .bases = bases, .positions = positions }, first, last);
+}
+
+fn runWith(env: Env, handle: i32, tokens: []const u32, rows: Rows, first: u32, last: u32) i32 {
     const p = blk: {
         plans_lock.lock();
         defer plans_lock.unlock();
@@ -820,7 +854,15 @@ pub fn runOps(env: Env, handle: i32, tokens: []const u32, pos: u32, first: u32, 
     };
     defer p.busy.store(false, .release);
     if (tokens.len == 0 or tokens.len > p.max_tokens) return Status.invalid_arg.code();
-    if (@as(u64, pos) + tokens.len > p.context) return Status.range.code();
+    if (rows.positions) |ps| {
+        const bs = rows.bases.?;
+        assert(ps.len == tokens.len and bs.len == tokens.len);
+        for (ps, bs, 0..) |q, b, t| {
+            if (@as(u64, b) + q >= p.context) return Status.range.code();
+            // Bounded: tokens.len <= max_tokens <= max_batch rows.
+            for (0..t) |u| if (bs[u] + ps[u] == b + q) return Status.invalid_arg.code();
+        }
+    } else if (@as(u64, rows.pos) + tokens.len > p.context) return Status.range.code();
     if (p.vocab != 0) {
         for (tokens) |t| if (t >= p.vocab) return Status.range.code();
     }
@@ -831,7 +873,7 @@ pub fn runOps(env: Env, handle: i32, tokens: []const u32, pos: u32, first: u32, 
     const n_ops = p.ops.len / op_words;
     const end: usize = @min(@as(usize, last), n_ops);
     if (first > end) return Status.range.code();
-    const ex = Exec{ .env = env, .p = p, .tokens = tokens, .pos = pos };
+    const ex = Exec{ .env = env, .p = p, .tokens = tokens, .rows = rows };
     // Staging pins live from a fetch to its moe_staged, possibly across the
     // calls of a run made section by section; a run that starts over, ends,
     // fails or is cancelled gives back whatever its fetches still hold.
@@ -877,7 +919,7 @@ const Exec = struct {
     env: Env,
     p: *Plan,
     tokens: []const u32,
-    pos: u32,
+    rows: Rows,
 
     fn f32s(self: *const Exec, off: usize, stride: usize, row: usize, n: usize) []f32 {
         const bytes = self.p.ws + off + stride * row;
@@ -1317,7 +1359,9 @@ const RowCtx = struct {
         const ex = self.ex;
         const k = ex.env.t;
         const a = self.w[2..];
-        const pos: u32 = ex.pos + @as(u32, @intCast(t));
+        const pos: u32 = ex.rows.position(t);
+        // The row's index in the KV cache: its sequence's base plus its position.
+        const kv_at: usize = @as(usize, ex.rows.base(t)) + pos;
         switch (@as(Op, @enumFromInt(self.w[0]))) {
             .embed => {
                 const r = &ex.p.runs[a[0]];
@@ -1370,7 +1414,7 @@ const RowCtx = struct {
                 const ctx: usize = ex.p.context;
                 const src = ex.f32s(a[0], a[1], t, kv_dim);
                 for (0..kv_dim / hd) |h| {
-                    const at = (h * ctx + pos) * hd;
+                    const at = (h * ctx + kv_at) * hd;
                     const head = src[h * hd ..][0..hd];
                     if (a[4] == 1) {
                         const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
@@ -1482,15 +1526,16 @@ const RowCtx = struct {
         for (begin..end) |item| {
             const t = self.row0 + item / n_kv;
             const kvh = item % n_kv;
-            const n_pos: usize = ex.pos + t + 1;
-            const first: usize = if (window > 0 and n_pos > window) n_pos - window else 0;
+            const n_pos: usize = @as(usize, ex.rows.position(t)) + 1;
+            const kv_base: usize = ex.rows.base(t);
+            const first: usize = kv_base + if (window > 0 and n_pos > window) n_pos - window else 0;
             const q = ex.f32s(a[0], a[1], t, heads * hd);
             const out = ex.f32s(a[11], a[12], t, heads * hd);
             var g0: usize = 0;
             while (g0 < group) : (g0 += attention_max_group) {
                 const n: usize = @min(attention_max_group, group - g0);
                 const h0 = kvh * group + g0;
-                ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
+                ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, kv_base + n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
             }
         }
     }

@@ -788,6 +788,24 @@ export fn cf_plan_run_ops(handle: i32, tokens: ?*const anyopaque, n_tokens: usiz
     return plan.runOps(.{ .t = t, .run = &runPooled }, handle, toks, pos, first, last);
 }
 
+/// int32_t cf_plan_run_rows(int32_t plan, const uint32_t *tokens, size_t n_tokens,
+///     const uint32_t *bases, const uint32_t *positions, uint32_t first, uint32_t last)
+///
+/// Runs operations [first, last) of the plan on the pool for rows that each
+/// carry a KV base and a position (several sequences in one batch, each in
+/// its own range of the KV cache): row t stores at cache index bases[t] +
+/// positions[t] and attends over [bases[t], bases[t] + positions[t]].
+/// `range` when an index is outside the context, `invalid_arg` when two
+/// rows share one.
+export fn cf_plan_run_rows(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, bases: ?*const anyopaque, positions: ?*const anyopaque, first: u32, last: u32) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (n_tokens == 0 or n_tokens > plan.max_batch) return Status.invalid_arg.code();
+    const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
+    const bs = words(bases, n_tokens) catch |e| return statusOf(e);
+    const ps = words(positions, n_tokens) catch |e| return statusOf(e);
+    return plan.runRows(.{ .t = t, .run = &runPooled }, handle, toks, bs, ps, first, last);
+}
+
 fn runInline(job: pool_mod.Job) void {
     if (job.items > 0) job.run(job.ctx, 0, job.items);
 }
