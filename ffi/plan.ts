@@ -746,6 +746,44 @@ export class Plan {
   }
 
   /**
+   * {@link runRows} on one of Deno's blocking threads, so the event loop
+   * runs meanwhile. The plan must not be closed until the promise settles.
+   *
+   * @example
+   * ```ts ignore
+   * await plan.runRowsAsync(new Uint32Array([7]), new Uint32Array([0]), new Uint32Array([3]));
+   * ```
+   */
+  async runRowsAsync(
+    tokens: Uint32Array,
+    bases: Uint32Array,
+    positions: Uint32Array,
+    first = 0,
+    last = 0xffffffff,
+  ): Promise<void> {
+    if (this.#handle === 0) throw new KernelError("cf_plan_run_rows", STATUS.HANDLE);
+    if (tokens.length < 1 || tokens.length > this.maxTokens) {
+      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
+    }
+    if (bases.length !== tokens.length || positions.length !== tokens.length) {
+      throw new RangeError(
+        `plan: ${tokens.length} tokens with ${bases.length} bases and ${positions.length} positions`,
+      );
+    }
+    // The call owns its buffers until it settles: private copies.
+    const rc = await openKernels().symbols.cf_plan_run_rows_async(
+      this.#handle,
+      tokens.slice(),
+      BigInt(tokens.length),
+      bases.slice(),
+      positions.slice(),
+      u32(first, "first operation"),
+      u32(last, "last operation"),
+    );
+    if (rc !== STATUS.OK) throw new KernelError("cf_plan_run_rows", rc);
+  }
+
+  /**
    * Runs the tokens at positions [pos, pos + tokens.length), on the pool or
    * (`singleThread`) on the calling thread alone; the results are the same.
    */

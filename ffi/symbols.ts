@@ -175,6 +175,13 @@ export const symbols = {
     parameters: ["i32", "buffer", "usize", "buffer", "buffer", "u32", "u32"],
     result: "i32",
   },
+  // The same function on one of Deno's blocking threads (a Promise).
+  cf_plan_run_rows_async: {
+    name: "cf_plan_run_rows",
+    parameters: ["i32", "buffer", "usize", "buffer", "buffer", "u32", "u32"],
+    result: "i32",
+    nonblocking: true,
+  },
   // int32_t cf_plan_cancel(int32_t plan, uint32_t value)
   cf_plan_cancel: { parameters: ["i32", "u32"], result: "i32" },
   // int32_t cf_plan_destroy(int32_t plan)

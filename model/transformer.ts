@@ -1538,6 +1538,42 @@ export class Transformer {
     rows: readonly StepRow[],
     onLogits: (logits: Float32Array, row: number) => void,
   ): void {
+    const plan = this.#stepPlan(rows);
+    for (const batch of plan.batches) {
+      this.#plan.runRows(batch.ids, batch.bases, batch.positions, 0, plan.output);
+      this.#stepHead(rows, batch.first, batch.ids.length, onLogits);
+    }
+    this.#stepDone(plan.span);
+  }
+
+  /**
+   * {@link step} without blocking the event loop: each batch runs on one of
+   * Deno's blocking threads (the output head, a small part, on the caller).
+   * The model must not be used otherwise until the promise settles.
+   *
+   * @example
+   * ```ts ignore
+   * await model.stepAsync([{ token: 42, sequence: 0, position: 12, logits: true }], (l) => {});
+   * ```
+   */
+  async stepAsync(
+    rows: readonly StepRow[],
+    onLogits: (logits: Float32Array, row: number) => void,
+  ): Promise<void> {
+    const plan = this.#stepPlan(rows);
+    for (const batch of plan.batches) {
+      await this.#plan.runRowsAsync(batch.ids, batch.bases, batch.positions, 0, plan.output);
+      this.#stepHead(rows, batch.first, batch.ids.length, onLogits);
+    }
+    this.#stepDone(plan.span);
+  }
+
+  /** Checks the rows of a step and cuts them into batches. */
+  #stepPlan(rows: readonly StepRow[]): {
+    batches: { first: number; ids: Uint32Array; bases: Uint32Array; positions: Uint32Array }[];
+    span: Map<number, { first: number; next: number }>;
+    output: number;
+  } {
     if (rows.length === 0) throw new RangeError("model: step needs at least one row");
     const ctx = this.contextLength;
     // Per sequence: its rows' positions must be consecutive and reach back to what it holds.
@@ -1571,8 +1607,8 @@ export class Transformer {
         );
       } else seen.next++;
     }
-    const head = this.#headRows();
-    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
+    this.#headRows();
+    const batches = [];
     for (let i = 0; i < rows.length; i += this.batch) {
       const n = Math.min(rows.length - i, this.batch);
       const ids = new Uint32Array(n);
@@ -1581,22 +1617,38 @@ export class Transformer {
       for (let r = 0; r < n; r++) {
         const row = rows[i + r];
         ids[r] = row.token;
+        // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
         bases[r] = row.sequence * ctx;
         positions[r] = row.position;
       }
-      this.#plan.runRows(ids, bases, positions, 0, output);
-      // The head over each run of consecutive rows that want logits.
-      for (let r = 0; r < n;) {
-        if (!rows[i + r].logits) {
-          r++;
-          continue;
-        }
-        let end = r + 1;
-        while (end < n && rows[i + end].logits) end++;
-        head.run(this.#workspace, this.#head.input, r, end, (l, k) => onLogits(l, i + k));
-        r = end;
-      }
+      batches.push({ first: i, ids, bases, positions });
     }
+    // Everything up to the output section, which would compute the last row's logits only.
+    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
+    return { batches, span, output };
+  }
+
+  /** The head over each run of consecutive rows of a batch that want logits. */
+  #stepHead(
+    rows: readonly StepRow[],
+    first: number,
+    n: number,
+    onLogits: (logits: Float32Array, row: number) => void,
+  ): void {
+    const head = this.#outputRows!;
+    for (let r = 0; r < n;) {
+      if (!rows[first + r].logits) {
+        r++;
+        continue;
+      }
+      let end = r + 1;
+      while (end < n && rows[first + end].logits) end++;
+      head.run(this.#workspace, this.#head.input, r, end, (l, k) => onLogits(l, first + k));
+      r = end;
+    }
+  }
+
+  #stepDone(span: Map<number, { first: number; next: number }>): void {
     for (const [sequence, { next }] of span) {
       this.#filled[sequence] = Math.max(this.#filled[sequence], next);
     }

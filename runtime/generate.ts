@@ -162,6 +162,34 @@ export interface GenerateOptions {
   cache?: PromptCache;
 }
 
+/**
+ * What {@link generate} runs: a {@link Transformer}, or one sequence of a
+ * {@link BatchEngine} (whose steps run together with the other sequences').
+ * `forward` may return the logits or a promise of them.
+ *
+ * @example
+ * ```ts ignore
+ * import type { GenerationModel } from "./generate.ts";
+ * const m: GenerationModel = model; // a Transformer
+ * ```
+ */
+export interface GenerationModel extends
+  Pick<
+    Transformer,
+    | "config"
+    | "contextLength"
+    | "schedule"
+    | "expertBytes"
+    | "expertBankBytes"
+    | "expertTierStats"
+    | "passTimes"
+    | "endPrefill"
+    | "prefillAsync"
+  > {
+  /** The logits after `token` at `pos` (a buffer the next call may reuse). */
+  forward(token: number, pos: number): Float32Array | Promise<Float32Array>;
+}
+
 /** Decodes token bytes to text without ever splitting a UTF-8 sequence. */
 class Utf8Stream {
   #decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
@@ -219,7 +247,7 @@ function logprobsOf(
  * ```
  */
 export async function* generate(
-  model: Transformer,
+  model: GenerationModel,
   tokenizer: GenerationTokenizer,
   sampler: GenerationSampler,
   prompt: readonly number[],
@@ -313,7 +341,7 @@ export async function* generate(
       reason = "context";
       break;
     }
-    logits = model.forward(id, pos++);
+    logits = await model.forward(id, pos++);
     cache?.append([id]);
     model.passTimes().forEach((ms, i) => passMs[i] += ms);
     if (moe) {

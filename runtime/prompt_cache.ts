@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Transformer } from "../model/mod.ts";
+import type { GenerationModel } from "./generate.ts";
 
 /**
  * The token ids whose keys and values sit at positions 0..n-1 of one model
@@ -30,11 +30,11 @@ import type { Transformer } from "../model/mod.ts";
  */
 export class PromptCache {
   /** The model instance whose KV cache this describes. */
-  readonly model: Transformer;
+  readonly model: GenerationModel;
   #tokens: number[] = [];
 
   /** An empty record for `model`'s KV cache. */
-  constructor(model: Transformer) {
+  constructor(model: GenerationModel) {
     this.model = model;
   }
 

@@ -1,0 +1,326 @@
+/**
+ * Continuous batching: many conversations over one copy of the weights.
+ *
+ * A {@link BatchEngine} owns a {@link Transformer} loaded with `sequences: N`
+ * and hands out N {@link Sequence}s. Each sequence looks like a model of its
+ * own to {@link generate} (its own KV cache range, sampler, prompt cache,
+ * stop strings and signal), but its `forward` and `prefillAsync` calls do
+ * not run at once: the engine gathers what every sequence asks for and runs
+ * it as one {@link Transformer.stepAsync}, so one read of the weights serves
+ * the next token of every decoding sequence. A sequence joins at the next
+ * step and leaves as soon as it stops asking. Prompts run in chunks beside
+ * the decode rows of the others (at most `prefillChunk` rows per step while
+ * anyone decodes, a whole batch otherwise), so a long prompt does not stall
+ * the running streams. Every sequence's logits are bit for bit those it
+ * gets alone ({@link Transformer.step}), so greedy and seeded outputs do not
+ * depend on who else is running.
+ *
+ * @module
+ */
+
+import type { StepRow, Transformer } from "../model/mod.ts";
+import type { GenerationModel } from "./generate.ts";
+
+/** Options of {@link BatchEngine}. */
+export interface BatchEngineOptions {
+  /**
+   * Most prompt rows one step takes while other sequences decode (default
+   * 16): the step's time, and so the others' gap between tokens, grows with
+   * it. With nobody decoding a prompt takes whole batches.
+   */
+  prefillChunk?: number;
+  /**
+   * Event-loop turns a step waits for the sequences that ran in the
+   * previous step to ask again (they sample and hand their token over
+   * first), so that they share the step instead of taking turns (default 3).
+   */
+  gatherTurns?: number;
+}
+
+/** What one sequence asked for: tokens to run from a position, the logits of the last. */
+interface Work {
+  sequence: number;
+  tokens: number[];
+  pos: number;
+  done: number;
+  signal?: AbortSignal;
+  resolve: (logits: Float32Array) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Counters of a {@link BatchEngine}, for stats and `/metrics`-style reports. */
+export interface BatchEngineStats {
+  /** Steps run. */
+  steps: number;
+  /** Rows run (decode rows and prompt rows). */
+  rows: number;
+  /** Decode rows (one generated token each). */
+  decodeRows: number;
+  /** Most rows in one step. */
+  widest: number;
+}
+
+/**
+ * One sequence of a {@link BatchEngine}: a {@link GenerationModel} whose
+ * steps run together with the other sequences'. Its logits buffer is its
+ * own. Call {@link Sequence.idle} when a generation ends, so that the
+ * engine stops waiting for it.
+ *
+ * @example
+ * ```ts ignore
+ * const [a, b] = engine.sequences;
+ * const ta = generate(a, tokenizer, samplerA, promptA, { maxTokens: 32 });
+ * const tb = generate(b, tokenizer, samplerB, promptB, { maxTokens: 32 });
+ * ```
+ */
+export class Sequence implements GenerationModel {
+  readonly #engine: BatchEngine;
+  /** Its index among the engine's sequences (its range of the KV cache). */
+  readonly index: number;
+  readonly #logits: Float32Array;
+
+  /** @internal Made by {@link BatchEngine}. */
+  constructor(engine: BatchEngine, index: number) {
+    this.#engine = engine;
+    this.index = index;
+    this.#logits = new Float32Array(engine.model.config.vocab);
+  }
+
+  get config(): Transformer["config"] {
+    return this.#engine.model.config;
+  }
+  get contextLength(): number {
+    return this.#engine.model.contextLength;
+  }
+  get schedule(): Transformer["schedule"] {
+    return this.#engine.model.schedule;
+  }
+  /** The expert bytes of the last step (every sequence's rows of it together). */
+  get expertBytes(): Transformer["expertBytes"] {
+    return this.#engine.model.expertBytes;
+  }
+  get expertBankBytes(): Transformer["expertBankBytes"] {
+    return this.#engine.model.expertBankBytes;
+  }
+  get expertTierStats(): Transformer["expertTierStats"] {
+    return this.#engine.model.expertTierStats;
+  }
+  /** The pass times of the last step (every sequence's rows of it together). */
+  passTimes(): number[] {
+    return this.#engine.model.passTimes();
+  }
+  endPrefill(): void {
+    this.#engine.model.endPrefill();
+  }
+
+  /** Runs `tokens` from `pos` in the coming steps; resolves with the last one's logits. */
+  prefillAsync(
+    tokens: readonly number[],
+    pos: number,
+    signal?: AbortSignal,
+  ): Promise<Float32Array> {
+    if (tokens.length === 0) {
+      return Promise.reject(new RangeError("model: prefill needs at least one token"));
+    }
+    return this.#engine.submit(this.index, tokens, pos, this.#logits, signal);
+  }
+
+  /** Runs one token at `pos` in the next step; resolves with its logits. */
+  forward(token: number, pos: number): Promise<Float32Array> {
+    return this.#engine.submit(this.index, [token], pos, this.#logits);
+  }
+
+  /** Says this sequence asks for nothing more until its next generation. */
+  idle(): void {
+    this.#engine.idle(this.index);
+  }
+}
+
+/**
+ * Runs the steps of several {@link Sequence}s together over one model.
+ *
+ * @example
+ * ```ts ignore
+ * import { Transformer } from "../model/mod.ts";
+ * import { BatchEngine } from "./batch_engine.ts";
+ * const model = Transformer.load("smollm2.cflow", { sequences: 4, contextLength: 2048 });
+ * const engine = new BatchEngine(model);
+ * const outputs = await Promise.all(engine.sequences.map(async (seq, i) => {
+ *   const it = generate(seq, tokenizer, new Sampler(model.config.vocab, { temperature: 0 }), prompts[i], { maxTokens: 32 });
+ *   const ids = [];
+ *   for (let r = await it.next(); !r.done; r = await it.next()) ids.push(r.value.id);
+ *   seq.idle();
+ *   return ids;
+ * }));
+ * ```
+ */
+export class BatchEngine {
+  /** The model (`sequences` of them share its weights and its KV cache). */
+  readonly model: Transformer;
+  /** One per sequence of the model. */
+  readonly sequences: readonly Sequence[];
+  readonly #prefillChunk: number;
+  readonly #gatherTurns: number;
+  #queue: Work[] = [];
+  #running = false;
+  /** Sequences that ran in the last step and have not said they are idle. */
+  #expected = new Set<number>();
+  #stats: BatchEngineStats = { steps: 0, rows: 0, decodeRows: 0, widest: 0 };
+
+  /** An engine over `model`, with one {@link Sequence} per sequence it holds. */
+  constructor(model: Transformer, options: BatchEngineOptions = {}) {
+    const chunk = options.prefillChunk ?? 16;
+    if (!Number.isSafeInteger(chunk) || chunk < 1) {
+      throw new RangeError(`batch engine: prefillChunk ${chunk} is not an integer >= 1`);
+    }
+    const turns = options.gatherTurns ?? 3;
+    if (!Number.isSafeInteger(turns) || turns < 0 || turns > 100) {
+      throw new RangeError(`batch engine: gatherTurns ${turns} is not an integer in [0, 100]`);
+    }
+    this.model = model;
+    this.#prefillChunk = chunk;
+    this.#gatherTurns = turns;
+    this.sequences = Array.from({ length: model.sequences }, (_, i) => new Sequence(this, i));
+  }
+
+  /** What the engine has run so far. */
+  get stats(): Readonly<BatchEngineStats> {
+    return { ...this.#stats };
+  }
+
+  /** Sequences with work waiting for the next step. */
+  get pending(): number {
+    return new Set(this.#queue.map((w) => w.sequence)).size;
+  }
+
+  /** @internal Queues work of sequence `sequence` (a Sequence's forward and prefill). */
+  submit(
+    sequence: number,
+    tokens: readonly number[],
+    pos: number,
+    into: Float32Array,
+    signal?: AbortSignal,
+  ): Promise<Float32Array> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#queue.some((w) => w.sequence === sequence)) {
+      return Promise.reject(
+        new Error(`batch engine: sequence ${sequence} already has a step waiting`),
+      );
+    }
+    if (!Number.isSafeInteger(pos) || pos < 0 || pos + tokens.length > this.model.contextLength) {
+      return Promise.reject(
+        new RangeError(
+          `model: positions [${pos}, ${
+            pos + tokens.length
+          }) are outside the context of ${this.model.contextLength}`,
+        ),
+      );
+    }
+    return new Promise<Float32Array>((resolve, reject) => {
+      this.#queue.push({
+        sequence,
+        tokens: [...tokens],
+        pos,
+        done: 0,
+        signal,
+        resolve: (logits) => {
+          into.set(logits);
+          resolve(into);
+        },
+        reject,
+      });
+      if (!this.#running) void this.#loop();
+    });
+  }
+
+  /** @internal A sequence's generation ended: the next steps need not wait for it. */
+  idle(sequence: number): void {
+    this.#expected.delete(sequence);
+  }
+
+  async #loop(): Promise<void> {
+    this.#running = true;
+    try {
+      while (this.#queue.length > 0) {
+        // Let the sequences of the last step sample and ask again, so they share this step.
+        for (let turn = 0; turn < this.#gatherTurns; turn++) {
+          const waiting = new Set(this.#queue.map((w) => w.sequence));
+          if ([...this.#expected].every((s) => waiting.has(s))) break;
+          await new Promise<void>((r) => setTimeout(r, 0));
+        }
+        await this.#step();
+      }
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  /** One step: a row for each decoding sequence, then prompt chunks in arrival order. */
+  async #step(): Promise<void> {
+    // Work whose signal has aborted leaves before the step.
+    this.#queue = this.#queue.filter((w) => {
+      if (!w.signal?.aborted) return true;
+      this.#expected.delete(w.sequence);
+      w.reject(w.signal.reason);
+      return false;
+    });
+    if (this.#queue.length === 0) return;
+    const batch = this.model.batch;
+    const decodes = this.#queue.filter((w) => w.tokens.length === 1);
+    const prompts = this.#queue.filter((w) => w.tokens.length > 1);
+    const rows: StepRow[] = [];
+    const taken = new Map<Work, number>();
+    for (const w of decodes.slice(0, batch)) {
+      rows.push({ token: w.tokens[0], sequence: w.sequence, position: w.pos, logits: true });
+      taken.set(w, 1);
+    }
+    let room = Math.min(batch - rows.length, rows.length > 0 ? this.#prefillChunk : batch);
+    for (const w of prompts) {
+      if (room <= 0) break;
+      const n = Math.min(room, w.tokens.length - w.done);
+      for (let i = 0; i < n; i++) {
+        const at = w.done + i;
+        rows.push({
+          token: w.tokens[at],
+          sequence: w.sequence,
+          position: w.pos + at,
+          logits: at === w.tokens.length - 1,
+        });
+      }
+      taken.set(w, n);
+      room -= n;
+    }
+    if (rows.length === 0) {
+      // More decoding sequences than a batch holds would have filled it; nothing is left.
+      return;
+    }
+    const logitsOf = new Map<number, Float32Array>();
+    try {
+      await this.model.stepAsync(
+        rows,
+        (logits, i) => logitsOf.set(rows[i].sequence, logits.slice()),
+      );
+    } catch (error) {
+      for (const w of taken.keys()) this.#finish(w);
+      for (const w of taken.keys()) w.reject(error);
+      return;
+    }
+    this.#stats.steps++;
+    this.#stats.rows += rows.length;
+    this.#stats.decodeRows += [...taken.keys()].filter((w) => w.tokens.length === 1).length;
+    this.#stats.widest = Math.max(this.#stats.widest, rows.length);
+    this.#expected.clear();
+    for (const [w, n] of taken) {
+      w.done += n;
+      if (w.done < w.tokens.length) continue; // a prompt with chunks still to run
+      this.#finish(w);
+      this.#expected.add(w.sequence);
+      w.resolve(logitsOf.get(w.sequence)!);
+    }
+  }
+
+  #finish(w: Work): void {
+    const i = this.#queue.indexOf(w);
+    if (i >= 0) this.#queue.splice(i, 1);
+  }
+}
