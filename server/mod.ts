@@ -7,12 +7,14 @@
  * strict UTF-8 JSON, and validated field by field (unknown fields are ignored and named in the
  * `x-cflow-ignored-fields` header, or refused with `strict`).
  *
- * One model instance (one KV cache) runs one generation at a time; `parallel`
- * opens that many instances, and requests beyond them wait in a FIFO queue.
- * Each instance maps the model file and holds its own KV cache and
- * workspace (today the weights are also re-tiled per instance, so memory grows
- * by about one model size per instance). A client that disconnects cancels
- * only its own generation.
+ * The model is loaded once. `parallel` slots each run one generation at a
+ * time, and requests beyond them wait in a FIFO queue; with more than one
+ * slot the model's KV cache holds one sequence per slot and a batch engine
+ * (runtime/batch_engine.ts) runs the slots' steps together: one read of the
+ * weights per step serves every running generation (continuous batching),
+ * prompts run in chunks beside the decoding streams, and each generation's
+ * output is what it would be alone. A client that disconnects cancels only
+ * its own generation.
  *
  * @example
  * ```ts ignore
@@ -27,6 +29,7 @@
 
 import { chatTemplateFrom } from "../chat/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
+import { BatchEngine } from "../runtime/batch_engine.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { createHandler, type RequestLogEntry, type ServerState, sha256 } from "./handler.ts";
@@ -58,13 +61,13 @@ export interface ServerOptions {
   host?: string;
   /** Port (default 8080; 0 picks a free one). */
   port?: number;
-  /** Model instances, each serving one generation at a time (default 1). */
+  /** Generations at a time (default 1): slots sharing one copy of the weights. */
   parallel?: number;
   /** Requests that may wait for an instance (default 64 per instance; beyond: 503). */
   maxQueue?: number;
   /** Require `Authorization: Bearer <apiKey>` on every route but /health. */
   apiKey?: string;
-  /** Context length of each instance (default: the model's, at most 4096). */
+  /** Context length of each slot (default: the model's, at most 4096). */
   contextLength?: number;
   /** KV cache type (default f16). */
   kvCache?: "f16" | "f32";
@@ -138,8 +141,8 @@ export function checkAddress(hostname: string, port: number): string {
 }
 
 /**
- * Opens `parallel` instances of the model and serves the OpenAI API on
- * `host:port`.
+ * Loads the model once, with `parallel` slots over it, and serves the
+ * OpenAI API on `host:port`.
  *
  * @example
  * ```ts ignore
@@ -173,19 +176,29 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   const hostname = options.host ?? "127.0.0.1";
   const where = checkAddress(hostname, port);
   openKernels();
+  // One copy of the weights. With `parallel` > 1 its KV cache holds that many
+  // sequences, and a batch engine runs their steps together (continuous
+  // batching); each slot is one sequence, with its own prompt cache.
+  const opened = openModel(options.model, {
+    contextLength: options.contextLength,
+    kvCache: options.kvCache ?? "f16",
+    packed: options.packed ?? "auto",
+    sequences: parallel,
+  });
+  const model = opened.model;
   const slots: ModelSlot[] = [];
-  try {
-    for (let i = 0; i < parallel; i++) {
-      const opened = openModel(options.model, {
-        contextLength: options.contextLength,
-        kvCache: options.kvCache ?? "f16",
-        packed: options.packed ?? "auto",
+  if (parallel === 1) {
+    slots.push({ model, tokenizer: opened.tokenizer, cache: new PromptCache(model) });
+  } else {
+    const engine = new BatchEngine(model);
+    for (const seq of engine.sequences) {
+      slots.push({
+        model: seq,
+        tokenizer: opened.tokenizer,
+        cache: new PromptCache(seq),
+        idle: () => seq.idle(),
       });
-      slots.push({ ...opened, cache: new PromptCache(opened.model) });
     }
-  } catch (error) {
-    for (const s of slots) s.model.close();
-    throw error;
   }
   const first = slots[0];
   let chatTemplate: string | undefined;
@@ -231,7 +244,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       },
     }, createHandler(state));
   } catch (error) {
-    for (const s of slots) s.model.close();
+    model.close();
     if (error instanceof Deno.errors.AddrInUse) {
       throw new Deno.errors.AddrInUse(`serve: ${where} is already in use (taken while loading)`);
     }
@@ -249,7 +262,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       closing ??= (async () => {
         shutdown.abort();
         await server.shutdown();
-        for (const s of slots) s.model.close();
+        model.close();
       })();
       return closing;
     },

@@ -6,8 +6,7 @@
  * @module
  */
 
-import type { Transformer } from "../model/mod.ts";
-import { generate } from "../runtime/generate.ts";
+import { generate, type GenerationModel } from "../runtime/generate.ts";
 import type { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -15,7 +14,7 @@ import type { FinishReason } from "./openai_format.ts";
 import type { SamplingRequest } from "./validate_request.ts";
 
 /**
- * One model instance: a forward pass with its own KV cache, the record of
+ * One model instance or one sequence of a shared engine: a forward pass with its own KV cache, the record of
  * what that cache holds (a request that starts like the slot's previous one
  * runs only the rest), and the tokenizer.
  *
@@ -28,7 +27,10 @@ import type { SamplingRequest } from "./validate_request.ts";
  * ```
  */
 export interface ModelSlot {
-  model: Transformer;
+  /** A model of its own, or one sequence of a shared `BatchEngine` (runtime/batch_engine.ts). */
+  model: GenerationModel;
+  /** Called when a generation on the slot ends (a batch engine's sequence stops being waited for). */
+  idle?: () => void;
   tokenizer: Tokenizer;
   /** What `model`'s KV cache holds; absent: every prompt runs in full. */
   cache?: PromptCache;
@@ -120,6 +122,21 @@ const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
  * ```
  */
 export async function runGeneration(
+  slot: ModelSlot,
+  prompt: readonly number[],
+  request: SamplingRequest,
+  maxTokens: number,
+  signal: AbortSignal,
+  onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
+): Promise<GenerationResult> {
+  try {
+    return await generateOn(slot, prompt, request, maxTokens, signal, onText);
+  } finally {
+    slot.idle?.();
+  }
+}
+
+async function generateOn(
   slot: ModelSlot,
   prompt: readonly number[],
   request: SamplingRequest,
