@@ -192,7 +192,7 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       name: "parallel",
       type: "string",
       arg: "N",
-      help: "model instances, one generation each (default 1); more requests queue",
+      help: "generations at once over one copy of the weights (default 1); more requests queue",
     },
     {
       name: "api-key",
@@ -358,7 +358,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     description:
       "Serves /v1/chat/completions, /v1/completions (streamed or whole), /v1/models, /health,\n" +
       "/tokenize and /detokenize until SIGINT or SIGTERM. Prints 'listening on URL' once ready.\n" +
-      "Each --parallel instance holds its own weights and KV cache. Unknown request fields are\n" +
+      "The weights are loaded once; --parallel N slots decode together in shared steps\n" +
+      "(continuous batching), each with its own KV cache. Unknown request fields are\n" +
       "ignored (named in the x-cflow-ignored-fields header and the log) and a body without an\n" +
       "application/json type is read as JSON unless the request comes from a web page (Origin),\n" +
       "as llama-server does; --strict refuses both. One line per request goes to stderr:\n" +

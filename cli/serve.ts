@@ -84,7 +84,7 @@ export async function runServe(args: ServeArgs): Promise<number> {
   console.log(
     args.json
       ? JSON.stringify({ url: server.url, model: path, parallel: args.parallel })
-      : `cflow serve: listening on ${server.url} (${args.parallel} instance${
+      : `cflow serve: listening on ${server.url} (${args.parallel} slot${
         args.parallel === 1 ? "" : "s"
       } of ${path})`,
   );

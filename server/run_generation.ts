@@ -151,6 +151,7 @@ async function generateOn(
     signal,
     cache: slot.cache,
     logprobs: request.logprobs,
+    ignoreEos: request.ignoreEos,
   });
   let text = "";
   const all: TokenLogprob[] = [];

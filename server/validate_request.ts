@@ -91,6 +91,12 @@ export interface SamplingRequest {
    * none.
    */
   logprobs?: number;
+  /**
+   * llama-server's `ignore_eos`: end-of-generation tokens do not end the
+   * generation (only `max_tokens`, a stop string or the context do), as
+   * benchmarks want.
+   */
+  ignoreEos: boolean;
 }
 
 /**
@@ -234,6 +240,7 @@ const SAMPLING_KEYS = [
   "n",
   "user",
   "logprobs",
+  "ignore_eos",
 ];
 
 function sampling(
@@ -314,6 +321,7 @@ function sampling(
     stream,
     includeUsage,
     ...(logprobs === undefined ? {} : { logprobs }),
+    ignoreEos: boolean(o, "ignore_eos"),
   };
 }
 
