@@ -24,19 +24,15 @@ function vmHwm() {
   return m === null ? NaN : Number(m[1]) * 1024;
 }
 
-async function stream(context, tokens, maxTokens) {
-  const seq = context.getSequence();
-  try {
-    const start = performance.now();
-    const at = [];
-    for await (const _ of seq.evaluate(tokens, { temperature: 0, yieldEogToken: true })) {
-      at.push(performance.now());
-      if (at.length >= maxTokens) break;
-    }
-    return { start, at, tokens: at.length };
-  } finally {
-    seq.dispose();
+async function stream(seq, tokens, maxTokens) {
+  await seq.clearHistory();
+  const start = performance.now();
+  const at = [];
+  for await (const _ of seq.evaluate(tokens, { temperature: 0, yieldEogToken: true })) {
+    at.push(performance.now());
+    if (at.length >= maxTokens) break;
   }
+  return { start, at, tokens: at.length };
 }
 
 async function main() {
@@ -57,15 +53,17 @@ async function main() {
     threads: { ideal: job.threads, min: job.threads },
   });
   const prompts = job.prompts.map((p) => model.tokenize(p));
+  // The context's sequences, taken once and reused (cleared before each stream).
+  const seqs = Array.from({ length: job.maxStreams }, () => context.getSequence());
   // Warm up: one short generation.
-  await stream(context, prompts[0], 8);
+  await stream(seqs[0], prompts[0], 8);
   const rounds = [];
   for (const n of job.streams) {
     const t0 = performance.now();
     const out = await Promise.all(
       Array.from(
         { length: n },
-        (_, i) => stream(context, prompts[i % prompts.length], job.maxTokens),
+        (_, i) => stream(seqs[i], prompts[i % prompts.length], job.maxTokens),
       ),
     );
     rounds.push({

@@ -18,6 +18,7 @@
  * @module
  */
 
+import { setImmediate } from "node:timers";
 import type { StepRow, Transformer } from "../model/mod.ts";
 import type { GenerationModel } from "./generate.ts";
 
@@ -246,7 +247,8 @@ export class BatchEngine {
         for (let turn = 0; turn < this.#gatherTurns; turn++) {
           const waiting = new Set(this.#queue.map((w) => w.sequence));
           if ([...this.#expected].every((s) => waiting.has(s))) break;
-          await new Promise<void>((r) => setTimeout(r, 0));
+          // A macrotask turn (setImmediate: chained setTimeout(0)s are clamped to milliseconds).
+          await new Promise<void>((r) => setImmediate(r));
         }
         await this.#step();
       }

@@ -10,6 +10,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { setImmediate } from "node:timers";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
@@ -66,7 +67,7 @@ async function run(
     logprobs.push(r.value.logprob!);
     if (job.abortAfter !== undefined && ids.length >= job.abortAfter) abort.abort();
     // As the server does between tokens: a macrotask turn.
-    await new Promise((r) => setTimeout(r, 0));
+    await new Promise((r) => setImmediate(r));
   }
 }
 

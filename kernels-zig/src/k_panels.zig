@@ -53,7 +53,8 @@ inline fn f16At(p: [*]const u8) f32 {
 /// variants, 32 on AVX-512 and NEON).
 pub fn kBlock(comptime prim: PanelPrim) usize {
     return switch (prim) {
-        .vnni512, .sdot128, .smull128 => 4,
+        .vnni512 => 8,
+        .sdot128, .smull128 => 4,
         .vnni256, .maddubs256 => 2,
     };
 }
