@@ -1540,8 +1540,15 @@ export class Transformer {
   ): void {
     const plan = this.#stepPlan(rows);
     for (const batch of plan.batches) {
-      this.#plan.runRows(batch.ids, batch.bases, batch.positions, 0, plan.output);
-      this.#stepHead(rows, batch.first, batch.ids.length, onLogits);
+      const last = this.#lastOnly(rows, batch.first, batch.ids.length);
+      this.#plan.runRows(
+        batch.ids,
+        batch.bases,
+        batch.positions,
+        0,
+        last ? 0xffffffff : plan.output,
+      );
+      this.#stepHead(rows, batch.first, batch.ids.length, onLogits, last);
     }
     this.#stepDone(plan.span);
   }
@@ -1562,10 +1569,27 @@ export class Transformer {
   ): Promise<void> {
     const plan = this.#stepPlan(rows);
     for (const batch of plan.batches) {
-      await this.#plan.runRowsAsync(batch.ids, batch.bases, batch.positions, 0, plan.output);
-      this.#stepHead(rows, batch.first, batch.ids.length, onLogits);
+      const last = this.#lastOnly(rows, batch.first, batch.ids.length);
+      await this.#plan.runRowsAsync(
+        batch.ids,
+        batch.bases,
+        batch.positions,
+        0,
+        last ? 0xffffffff : plan.output,
+      );
+      this.#stepHead(rows, batch.first, batch.ids.length, onLogits, last);
     }
     this.#stepDone(plan.span);
+  }
+
+  /**
+   * Whether only the last row of a batch wants logits (one decoding
+   * sequence, or a prompt chunk): then the plan's own head computes them, as
+   * in {@link forward}, with no copy of the hidden rows into the batch head.
+   */
+  #lastOnly(rows: readonly StepRow[], first: number, n: number): boolean {
+    for (let r = 0; r < n - 1; r++) if (rows[first + r].logits) return false;
+    return rows[first + n - 1].logits;
   }
 
   /** Checks the rows of a step and cuts them into batches. */
@@ -1634,7 +1658,12 @@ export class Transformer {
     first: number,
     n: number,
     onLogits: (logits: Float32Array, row: number) => void,
+    lastOnly: boolean,
   ): void {
+    if (lastOnly) {
+      onLogits(this.#readLogits(), first + n - 1);
+      return;
+    }
     const head = this.#outputRows!;
     for (let r = 0; r < n;) {
       if (!rows[first + r].logits) {

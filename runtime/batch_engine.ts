@@ -41,11 +41,14 @@ export interface BatchEngineOptions {
 /** What one sequence asked for: tokens to run from a position, the logits of the last. */
 interface Work {
   sequence: number;
+  /** The sequence's own logits buffer. */
+  into: Float32Array;
   tokens: number[];
   pos: number;
   done: number;
   signal?: AbortSignal;
-  resolve: (logits: Float32Array) => void;
+  /** Called once `into` holds the logits of the last token. */
+  resolve: () => void;
   reject: (error: unknown) => void;
 }
 
@@ -220,14 +223,12 @@ export class BatchEngine {
     return new Promise<Float32Array>((resolve, reject) => {
       this.#queue.push({
         sequence,
+        into,
         tokens: [...tokens],
         pos,
         done: 0,
         signal,
-        resolve: (logits) => {
-          into.set(logits);
-          resolve(into);
-        },
+        resolve: () => resolve(into),
         reject,
       });
       if (!this.#running) void this.#loop();
@@ -296,12 +297,11 @@ export class BatchEngine {
       // More decoding sequences than a batch holds would have filled it; nothing is left.
       return;
     }
-    const logitsOf = new Map<number, Float32Array>();
+    // Each sequence has at most one row with logits: copy them straight into its buffer.
+    const intoOf = new Map<number, Float32Array>();
+    for (const w of taken.keys()) intoOf.set(w.sequence, w.into);
     try {
-      await this.model.stepAsync(
-        rows,
-        (logits, i) => logitsOf.set(rows[i].sequence, logits.slice()),
-      );
+      await this.model.stepAsync(rows, (logits, i) => intoOf.get(rows[i].sequence)!.set(logits));
     } catch (error) {
       for (const w of taken.keys()) this.#finish(w);
       for (const w of taken.keys()) w.reject(error);
@@ -317,7 +317,7 @@ export class BatchEngine {
       if (w.done < w.tokens.length) continue; // a prompt with chunks still to run
       this.#finish(w);
       this.#expected.add(w.sequence);
-      w.resolve(logitsOf.get(w.sequence)!);
+      w.resolve();
     }
   }
 

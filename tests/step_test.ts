@@ -223,3 +223,45 @@ Deno.test("step refuses rows that would read what a sequence does not hold", asy
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("step: a batch whose last row alone wants logits runs the plan's own head, bit for bit", async () => {
+  const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "step-last-" });
+  try {
+    const path = `${dir}/m.cflow`;
+    await convertFile(`${ROOT}tests/fixtures/hf_logits/qwen2`, path, {
+      format: "cflow",
+      quant: "q8_0",
+      rule: "ggml",
+      measureError: false,
+    });
+    using single = Transformer.load(path, { contextLength: 16 });
+    const vocab = single.config.vocab;
+    const tokens = text(5, 9, vocab);
+    const want = tokens.map((tok, p) => single.forward(tok, p).slice());
+    using model = Transformer.load(path, { contextLength: 16, sequences: 2, batch: 4 });
+    const got: [number, Float32Array][] = [];
+    const keep = (l: Float32Array, i: number) => got.push([i, l.slice()]);
+    // A 6-row prompt of sequence 1 (batches of 4 + 2), only its last row asks; then single rows.
+    const prompt: StepRow[] = tokens.slice(0, 6).map((token, p) => ({
+      token,
+      sequence: 1,
+      position: p,
+      logits: p === 5,
+    }));
+    model.step(prompt, keep);
+    for (let p = 6; p < 9; p++) {
+      model.step([{ token: tokens[p], sequence: 1, position: p, logits: true }], keep);
+    }
+    assert.deepEqual(got.map(([i]) => i), [5, 0, 0, 0]);
+    got.forEach(([, l], k) => sameBits(l, want[k === 0 ? 5 : 5 + k], `row ${k}`));
+    // The async form gives the same.
+    const again: Float32Array[] = [];
+    await model.stepAsync(
+      [{ token: tokens[8], sequence: 1, position: 8, logits: true }],
+      (l) => again.push(l.slice()),
+    );
+    sameBits(again[0], want[8], "stepAsync");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
