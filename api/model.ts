@@ -14,6 +14,8 @@ import {
   type GeneratedToken,
   type GenerationStats,
 } from "../runtime/generate.ts";
+import { BatchEngine } from "../runtime/batch_engine.ts";
+import type { GenerationModel } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
@@ -39,6 +41,13 @@ export interface LoadModelOptions extends TransformerOptions {
   cache?: string;
   /** Worker threads (default: one per physical core). */
   threads?: number;
+}
+
+/** Where one generation runs, and what its KV cache holds. */
+interface ModelSlot {
+  model: GenerationModel;
+  cache: PromptCache;
+  idle?: () => void;
 }
 
 /**
@@ -101,8 +110,15 @@ export class Model {
   readonly path: string;
   readonly #model: Transformer;
   readonly #tokenizer: Tokenizer;
-  /** What the KV cache holds: a prompt that starts like the last one runs only the rest. */
-  readonly #cache: PromptCache;
+  /**
+   * Where generations run: the model itself, or with `sequences: N` each of
+   * its sequences (run together by a batch engine), with what its KV cache
+   * holds: a prompt that starts like that sequence's last one runs only the rest.
+   */
+  readonly #slots: ModelSlot[];
+  readonly #free: ModelSlot[];
+  readonly #waiting: (() => void)[] = [];
+  #running = 0;
   #busy = false;
 
   /** @internal Use {@link loadModel}. */
@@ -110,7 +126,17 @@ export class Model {
     this.path = path;
     this.#model = model;
     this.#tokenizer = tokenizer;
-    this.#cache = new PromptCache(model);
+    if (model.sequences === 1) {
+      this.#slots = [{ model, cache: new PromptCache(model) }];
+    } else {
+      const engine = new BatchEngine(model);
+      this.#slots = engine.sequences.map((seq) => ({
+        model: seq,
+        cache: new PromptCache(seq),
+        idle: () => seq.idle(),
+      }));
+    }
+    this.#free = [...this.#slots].reverse();
   }
 
   /** The model's configuration (architecture, sizes, context). */
@@ -144,9 +170,11 @@ export class Model {
   logits(tokens: readonly number[]): Float32Array[] {
     this.#checkTokens(tokens);
     return this.#exclusive(() => {
-      this.#cache.clear();
+      // forward runs sequence 0, the first slot's.
+      const cache = this.#slots[0].cache;
+      cache.clear();
       const out = tokens.map((t, pos) => this.#model.forward(t, pos).slice());
-      this.#cache.append(tokens);
+      cache.append(tokens);
       return out;
     });
   }
@@ -157,6 +185,21 @@ export class Model {
    * while the prompt is read (the kernels stop before their next operation). The KV cache keeps
    * the last prompt and answer: a prompt that starts the same way runs only the rest
    * (`stats.cachedTokens`), with the same result as running it whole.
+   *
+   * A model loaded with `sequences: N` runs up to N generations at once, in
+   * shared steps (one read of the weights gives every running generation its
+   * next token), each with the output it would have alone; more wait their
+   * turn. Otherwise one generation at a time.
+   *
+   * @example
+   * ```ts ignore
+   * using model = await loadModel("smollm2.gguf", { sequences: 4 });
+   * const answers = await Promise.all(["Hi", "Bonjour", "Hola"].map(async (p) => {
+   *   let text = "";
+   *   for await (const t of model.generate(p, { maxTokens: 32, temperature: 0 })) text += t.text;
+   *   return text;
+   * }));
+   * ```
    */
   async *generate(
     prompt: string | readonly number[],
@@ -195,23 +238,34 @@ export class Model {
   ): AsyncGenerator<Token, GenerationStats> {
     this.#checkTokens(ids);
     const { maxTokens = 128, stop, signal, logprobs, ...sampling } = options;
-    if (this.#busy) throw new Error("Model: one generation at a time (this one is running)");
-    this.#busy = true;
+    if (this.#busy) throw new Error("Model: logits() is running");
+    if (this.#slots.length === 1 && this.#running > 0) {
+      throw new Error(
+        "Model: one generation at a time (this one is running; load with sequences: N for more)",
+      );
+    }
+    // Wait, in arrival order, for a free sequence.
+    while (this.#free.length === 0) await new Promise<void>((r) => this.#waiting.push(r));
+    const slot = this.#free.pop()!;
+    this.#running++;
     try {
       const sampler = new Sampler(this.#model.config.vocab, sampling);
-      const it = generateTokens(this.#model, this.#tokenizer, sampler, ids, {
+      const it = generateTokens(slot.model, this.#tokenizer, sampler, ids, {
         maxTokens,
         stop,
         signal,
         logprobs,
-        cache: this.#cache,
+        cache: slot.cache,
       });
       for (let r = await it.next();; r = await it.next()) {
         if (r.done) return r.value;
         yield this.#token(r.value);
       }
     } finally {
-      this.#busy = false;
+      slot.idle?.();
+      this.#running--;
+      this.#free.push(slot);
+      this.#waiting.shift()?.();
     }
   }
 
@@ -246,7 +300,9 @@ export class Model {
   }
 
   #exclusive<T>(fn: () => T): T {
-    if (this.#busy) throw new Error("Model: one generation at a time (this one is running)");
+    if (this.#busy || this.#running > 0) {
+      throw new Error("Model: one generation at a time (this one is running)");
+    }
     this.#busy = true;
     try {
       return fn();

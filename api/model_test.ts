@@ -86,3 +86,51 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "mod.ts: with sequences: 2, three concurrent generations share steps and give their solo output",
+  ignore: !present,
+  async fn() {
+    const cache = await Deno.makeTempDir({ prefix: "cflow-api-" });
+    try {
+      const prompts = ["The three primary colors are", "Paris is the capital of", "Once upon a"];
+      const opts = [
+        { temperature: 0, maxTokens: 20 },
+        { temperature: 0.8, seed: 5, maxTokens: 16 },
+        { temperature: 0, maxTokens: 12 },
+      ];
+      const ids = async (m: Awaited<ReturnType<typeof loadModel>>, i: number) => {
+        const out: number[] = [];
+        for await (const t of m.generate(prompts[i], opts[i])) if (t.id >= 0) out.push(t.id);
+        return out;
+      };
+      const solo: number[][] = [];
+      {
+        using one = await loadModel(GGUF, { quant: "q8_0", cache, contextLength: 128 });
+        for (let i = 0; i < 3; i++) solo.push(await ids(one, i));
+        // One generation at a time without sequences.
+        const first = one.generate(prompts[0], opts[0]);
+        await first.next();
+        await assert.rejects(
+          () => one.generate(prompts[1], opts[1]).next(),
+          /one generation at a time/,
+        );
+        await first.return(undefined as never);
+      }
+      using model = await loadModel(GGUF, {
+        quant: "q8_0",
+        cache,
+        contextLength: 128,
+        sequences: 2,
+      });
+      // Three at once on two sequences: two run together, the third waits its turn.
+      const together = await Promise.all([0, 1, 2].map((i) => ids(model, i)));
+      assert.deepEqual(together, solo);
+      // logits() runs once no generation is (sequence 0, whose cache it resets).
+      assert.equal(model.logits([1, 2, 3]).length, 3);
+    } finally {
+      await Deno.remove(cache, { recursive: true });
+    }
+  },
+});
