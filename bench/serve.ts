@@ -352,7 +352,11 @@ async function main(): Promise<void> {
       summarize(r.streams, r.runs)
     );
 
-    say(`\n${spec.label} (${spec.gguf.split("/").pop()}; llama.cpp ${llama.llamaCpp?.release ?? llama.llamaCpp}, node-llama-cpp 3.21.1)`);
+    say(
+      `\n${spec.label} (${spec.gguf.split("/").pop()}; llama.cpp ${
+        llama.llamaCpp?.release ?? llama.llamaCpp
+      }, node-llama-cpp 3.21.1)`,
+    );
     say(
       "streams | cflow tok/s | x1 stream | llama.cpp tok/s | x1 stream | cflow/llama | " +
         "ttft p50 ms (cflow / llama) | gap p50 ms | gap p99 ms",

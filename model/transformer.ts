@@ -421,6 +421,8 @@ export class Transformer {
   #head!: { ops: HeadOps; norm: number; input: Buf };
   /** Per sequence, how many leading positions its KV cache holds (a high-water mark). */
   readonly #filled: number[];
+  /** Where each pass's K and V caches are, their element size and KV head count. */
+  #kv: { caches: { k: number; v: number }[]; elt: number; heads: number } | undefined;
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
@@ -562,6 +564,7 @@ export class Transformer {
       });
     }
     const caches = schedule.steps.map(() => ({ k: L.take(kvBytes), v: L.take(kvBytes) }));
+    this.#kv = { caches, elt: options.kvCache === "f32" ? 4 : 2, heads: c.kvHeads };
     this.#times = L.take(8 * (schedule.steps.length + 1));
     const disk = this.#diskTier(options, schedule, layers, batch, expertsQuantized, L, vectors);
     this.#counters = layers.map((w) => w.moe?.counter ?? -1);
@@ -1590,6 +1593,50 @@ export class Transformer {
   #lastOnly(rows: readonly StepRow[], first: number, n: number): boolean {
     for (let r = 0; r < n - 1; r++) if (rows[first + r].logits) return false;
     return rows[first + n - 1].logits;
+  }
+
+  /**
+   * Copies the keys and values of the first `length` positions of sequence
+   * `from` into sequence `to` (a prompt prefix both share, such as a system
+   * prompt: `to` then runs only the rest), and sets what `to` holds to
+   * `length` positions. The bytes are copied as they are, so `to`
+   * continues exactly as if it had run the prefix itself. Not while a
+   * {@link stepAsync} runs.
+   *
+   * @example
+   * ```ts ignore
+   * model.copySequence(0, 3, 120); // sequence 3 starts from sequence 0's first 120 positions
+   * ```
+   */
+  copySequence(from: number, to: number, length: number): void {
+    const s = this.sequences;
+    for (const [name, v] of [["from", from], ["to", to]] as const) {
+      if (!Number.isSafeInteger(v) || v < 0 || v >= s) {
+        throw new RangeError(`model: copySequence ${name} ${v} is not in [0, ${s})`);
+      }
+    }
+    if (from === to) throw new RangeError("model: copySequence from and to are the same");
+    if (!Number.isSafeInteger(length) || length < 0 || length > this.#filled[from]) {
+      throw new RangeError(
+        `model: copySequence of ${length} positions; sequence ${from} holds ${this.#filled[from]}`,
+      );
+    }
+    const kv = this.#kv!;
+    const ctx = this.contextLength;
+    const hd = this.config.headDim;
+    // Caches are [kv head][sequence x ctx + position][head_dim]: one range per head.
+    const bytes = length * hd * kv.elt;
+    const buffer = new Uint8Array(bytes);
+    for (const cache of kv.caches) {
+      for (const base of [cache.k, cache.v]) {
+        for (let h = 0; h < kv.heads; h++) {
+          const head = base + h * s * ctx * hd * kv.elt;
+          this.#workspace.read(head + from * ctx * hd * kv.elt, bytes, buffer);
+          this.#workspace.write(head + to * ctx * hd * kv.elt, buffer);
+        }
+      }
+    }
+    this.#filled[to] = length;
   }
 
   /** Checks the rows of a step and cuts them into batches. */

@@ -166,7 +166,12 @@ export class BatchEngine {
   readonly #prefillChunk: number;
   readonly #gatherTurns: number;
   #queue: Work[] = [];
+  /** Prefix copies waiting for the gap between two steps. */
+  #copies: { from: number; to: number; length: number; done: (error?: unknown) => void }[] = [];
   #running = false;
+  #closed = false;
+  /** The loop while it runs (settles after its last step). */
+  #loopDone: Promise<void> = Promise.resolve();
   /** Sequences that ran in the last step and have not said they are idle. */
   #expected = new Set<number>();
   #stats: BatchEngineStats = { steps: 0, rows: 0, decodeRows: 0, widest: 0 };
@@ -206,6 +211,7 @@ export class BatchEngine {
     signal?: AbortSignal,
   ): Promise<Float32Array> {
     if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#closed) return Promise.reject(new Error("batch engine: closed"));
     if (this.#queue.some((w) => w.sequence === sequence)) {
       return Promise.reject(
         new Error(`batch engine: sequence ${sequence} already has a step waiting`),
@@ -231,7 +237,55 @@ export class BatchEngine {
         resolve: () => resolve(into),
         reject,
       });
-      if (!this.#running) void this.#loop();
+      if (!this.#running) this.#loopDone = this.#loop();
+    });
+  }
+
+  /**
+   * Stops taking work: what waits is rejected, and the promise settles once
+   * the step in flight (if any) has finished, after which the model may be
+   * closed.
+   *
+   * @example
+   * ```ts ignore
+   * await engine.close();
+   * model.close();
+   * ```
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const closed = new Error("batch engine: closed");
+    for (const w of this.#queue.splice(0)) w.reject(closed);
+    for (const c of this.#copies.splice(0)) c.done(closed);
+    await this.#loopDone;
+  }
+
+  /**
+   * Copies the first `length` positions of sequence `from`'s KV cache into
+   * sequence `to` ({@link Transformer.copySequence}) between two steps, so
+   * that `to` starts from a prefix `from` already ran (a shared system
+   * prompt is computed once). `from` may be generating meanwhile: the
+   * positions it holds below its record are not written again. `to` must
+   * have nothing waiting.
+   *
+   * @example
+   * ```ts ignore
+   * await engine.copyPrefix(0, 1, 120);
+   * ```
+   */
+  copyPrefix(from: number, to: number, length: number): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("batch engine: closed"));
+    if (this.#queue.some((w) => w.sequence === to)) {
+      return Promise.reject(new Error(`batch engine: sequence ${to} has a step waiting`));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.#copies.push({
+        from,
+        to,
+        length,
+        done: (error) => error === undefined ? resolve() : reject(error),
+      });
+      if (!this.#running) this.#loopDone = this.#loop();
     });
   }
 
@@ -243,7 +297,9 @@ export class BatchEngine {
   async #loop(): Promise<void> {
     this.#running = true;
     try {
-      while (this.#queue.length > 0) {
+      while (this.#queue.length > 0 || this.#copies.length > 0) {
+        this.#runCopies();
+        if (this.#queue.length === 0) continue;
         // Let the sequences of the last step sample and ask again, so they share this step.
         for (let turn = 0; turn < this.#gatherTurns; turn++) {
           const waiting = new Set(this.#queue.map((w) => w.sequence));
@@ -258,8 +314,21 @@ export class BatchEngine {
     }
   }
 
+  /** The prefix copies asked for since the last step (no step runs now). */
+  #runCopies(): void {
+    for (const c of this.#copies.splice(0)) {
+      try {
+        this.model.copySequence(c.from, c.to, c.length);
+        c.done();
+      } catch (error) {
+        c.done(error);
+      }
+    }
+  }
+
   /** One step: a row for each decoding sequence, then prompt chunks in arrival order. */
   async #step(): Promise<void> {
+    this.#runCopies();
     // Work whose signal has aborted leaves before the step.
     this.#queue = this.#queue.filter((w) => {
       if (!w.signal?.aborted) return true;

@@ -97,6 +97,26 @@ export class PromptCache {
     for (const id of ids) this.#tokens.push(id);
   }
 
+  /**
+   * Records `tokens` as what the KV cache holds now, in place of the old
+   * record: a prefix whose keys and values were just copied in from another
+   * sequence (`BatchEngine.copyPrefix`).
+   *
+   * @example
+   * ```ts ignore
+   * await engine.copyPrefix(donor.index, seq.index, 120);
+   * cache.adopt(prompt.slice(0, 120));
+   * ```
+   */
+  adopt(tokens: readonly number[]): void {
+    if (tokens.length > this.model.contextLength) {
+      throw new RangeError(
+        `PromptCache: ${tokens.length} tokens exceed the context of ${this.model.contextLength}`,
+      );
+    }
+    this.#tokens = [...tokens];
+  }
+
   /** Forgets everything (the next prompt runs in full). */
   clear(): void {
     this.#tokens.length = 0;

@@ -42,6 +42,9 @@ export type { RequestLogEntry } from "./handler.ts";
 export { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 export { SlotPool } from "./slot_pool.ts";
 
+/** Fewest prompt tokens worth copying from another slot's KV cache instead of running them. */
+const BORROW_MIN_TOKENS = 16;
+
 /**
  * Options of {@link startServer}.
  *
@@ -187,16 +190,34 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   });
   const model = opened.model;
   const slots: ModelSlot[] = [];
+  let engine: BatchEngine | undefined;
   if (parallel === 1) {
     slots.push({ model, tokenizer: opened.tokenizer, cache: new PromptCache(model) });
   } else {
-    const engine = new BatchEngine(model);
+    engine = new BatchEngine(model);
+    const caches = engine.sequences.map((seq) => new PromptCache(seq));
     for (const seq of engine.sequences) {
+      const cache = caches[seq.index];
       slots.push({
         model: seq,
         tokenizer: opened.tokenizer,
-        cache: new PromptCache(seq),
+        cache,
         idle: () => seq.idle(),
+        // A prompt another slot holds a longer prefix of (a shared system prompt, a
+        // conversation that moved) starts from a copy of that prefix instead of running it.
+        borrow: async (prompt) => {
+          const own = cache.reusable(prompt);
+          let best = own;
+          let donor = -1;
+          caches.forEach((c, i) => {
+            if (i === seq.index) return;
+            const n = c.reusable(prompt);
+            if (n > best) [best, donor] = [n, i];
+          });
+          if (donor < 0 || best - own < BORROW_MIN_TOKENS) return;
+          await engine!.copyPrefix(donor, seq.index, best);
+          cache.adopt(prompt.slice(0, best));
+        },
       });
     }
   }
@@ -262,6 +283,8 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       closing ??= (async () => {
         shutdown.abort();
         await server.shutdown();
+        // A step may still run on a blocking thread after the last request ended.
+        await engine?.close();
         model.close();
       })();
       return closing;

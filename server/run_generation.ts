@@ -32,6 +32,11 @@ export interface ModelSlot {
   model: GenerationModel;
   /** Called when a generation on the slot ends (a batch engine's sequence stops being waited for). */
   idle?: () => void;
+  /**
+   * Called before a generation: may copy into the slot's KV cache a longer prefix of the
+   * prompt that another slot holds, and record it in `cache`.
+   */
+  borrow?: (prompt: readonly number[]) => Promise<void>;
   tokenizer: Tokenizer;
   /** What `model`'s KV cache holds; absent: every prompt runs in full. */
   cache?: PromptCache;
@@ -150,6 +155,7 @@ async function generateOn(
   signal: AbortSignal,
   onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
 ): Promise<GenerationResult> {
+  await slot.borrow?.(prompt);
   const sampler = new Sampler(slot.model.config.vocab, samplerOptions(request));
   const it = generate(slot.model, slot.tokenizer, sampler, prompt, {
     maxTokens,

@@ -127,9 +127,10 @@ Deno.test({
       const b = [{ role: "user" as const, content: "Write the word hello in French." }];
       const a1 = await turn(a);
       const b1 = await turn(b);
-      // Each first turn finds nothing to reuse (b took the other, empty instance).
+      // a's first turn finds nothing to reuse; b takes the other, empty slot, and reuses at most
+      // the chat template's opening the two prompts share (copied from a's slot).
       assert.equal(a1.prompt_tokens_details?.cached_tokens, 0);
-      assert.equal(b1.prompt_tokens_details?.cached_tokens, 0);
+      assert.ok(b1.prompt_tokens_details!.cached_tokens! < b1.prompt_tokens);
       a.push({ role: "user", content: "And another one?" });
       b.push({ role: "user", content: "And in Spanish?" });
       const a2 = await turn(a);
@@ -140,6 +141,61 @@ Deno.test({
           second.prompt_tokens_details!.cached_tokens! >= first.prompt_tokens,
           `${JSON.stringify(second)} after ${JSON.stringify(first)}`,
         );
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "serve: a prompt another slot holds a prefix of starts from a copy of it, with its solo output",
+  ignore: !present,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const system = "You are a careful assistant. " +
+      "Answer in one short sentence, use plain words, and never use lists or headings. ".repeat(4);
+    const ask = (content: string, maxTokens: number) => ({
+      messages: [{ role: "system", content: system }, { role: "user", content }],
+      temperature: 0,
+      max_tokens: maxTokens,
+    });
+    let solo = "";
+    await withServer({ parallel: 1 }, async (server) => {
+      const r = await (await post(`${server.url}/v1/chat/completions`, ask("Name a fruit.", 12)))
+        .json();
+      solo = r.choices[0].message.content;
+    });
+    await withServer({ parallel: 2 }, async (server) => {
+      const chat = `${server.url}/v1/chat/completions`;
+      // The system prompt runs once, on one slot.
+      const first = await (await post(chat, ask("Name a color.", 8))).json();
+      assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
+      // That slot stays busy with the conversation's next turn (which continues its cache) ...
+      const abort = new AbortController();
+      const next = {
+        messages: [
+          ...ask("Name a color.", 8).messages,
+          { role: "assistant", content: first.choices[0].message.content },
+          { role: "user", content: "Count slowly from one to one hundred." },
+        ],
+        temperature: 0,
+        max_tokens: 400,
+        stream: true,
+      };
+      const busy = await post(chat, next, {}, abort.signal);
+      const reader = busy.body!.getReader();
+      await reader.read();
+      try {
+        // ... so this request takes the other, empty slot, which copies the system prompt's keys
+        // and values from the busy one instead of running them, and answers as it does alone.
+        const r = await (await post(chat, ask("Name a fruit.", 12))).json();
+        assert.equal(r.choices[0].message.content, solo);
+        const cached = r.usage.prompt_tokens_details.cached_tokens;
+        assert.ok(cached >= 40 && cached < r.usage.prompt_tokens, JSON.stringify(r.usage));
+      } finally {
+        abort.abort();
+        await reader.cancel().catch(() => {});
       }
     });
   },

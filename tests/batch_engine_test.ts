@@ -16,6 +16,7 @@ import { openKernels } from "../ffi/mod.ts";
 import { Transformer } from "../model/mod.ts";
 import { BatchEngine, type Sequence } from "../runtime/batch_engine.ts";
 import { generate, type GenerationModel } from "../runtime/generate.ts";
+import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import { isFile } from "./util/test_models.ts";
 
@@ -190,6 +191,65 @@ Deno.test("BatchEngine: a sequence asks for one step at a time, inside its conte
     await assert.rejects(() => a.prefillAsync([4], 3, stop.signal), /gone/);
     assert.equal((await a.forward(4, 3)).length, model.config.vocab);
     assert.throws(() => new BatchEngine(model, { prefillChunk: 0 }), RangeError);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("BatchEngine.copyPrefix: a sequence that starts from another's prefix continues as alone", async () => {
+  const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "batch-engine-" });
+  try {
+    const path = `${dir}/m.cflow`;
+    await convertFile(`${ROOT}tests/fixtures/hf_logits/qwen2`, path, {
+      format: "cflow",
+      quant: "q8_0",
+      rule: "ggml",
+      measureError: false,
+    });
+    using single = Transformer.load(path, { contextLength: 48 });
+    const vocab = single.config.vocab;
+    const text = (s: number, n: number) =>
+      Array.from({ length: n }, (_, i) => 1 + ((i * 7919 + s * 104729 + 13) % (vocab - 1)));
+    const system = text(9, 14);
+    const job = (s: number): Job => ({
+      prompt: [...system, ...text(s, 4)],
+      sampling: { temperature: 0 },
+      maxTokens: 10,
+      delayMs: 0,
+    });
+    const alone = await run(single, vocab, job(2));
+    using shared = Transformer.load(path, { contextLength: 48, sequences: 3 });
+    const engine = new BatchEngine(shared);
+    const [a, b] = engine.sequences;
+    // a runs its prompt and keeps generating while b copies the shared system prompt from it.
+    const first = run(a, vocab, { ...job(1), maxTokens: 30 });
+    // Once a's prompt has run and it decodes.
+    while (engine.stats.steps < 2) await new Promise((r) => setImmediate(r));
+    await engine.copyPrefix(0, 1, system.length);
+    const cache = new PromptCache(b);
+    cache.adopt(system);
+    const it = generate(b, BYTES, new Sampler(vocab, { temperature: 0 }), job(2).prompt, {
+      maxTokens: 10,
+      logprobs: 0,
+      cache,
+    });
+    const ids: number[] = [];
+    const logprobs: number[] = [];
+    let r = await it.next();
+    for (; !r.done; r = await it.next()) {
+      ids.push(r.value.id);
+      logprobs.push(r.value.logprob!);
+    }
+    b.idle();
+    await first;
+    a.idle();
+    assert.equal(r.value.cachedTokens, system.length);
+    assert.deepEqual(ids, alone.ids);
+    assert.deepEqual(logprobs, alone.logprobs);
+    // Checked: more than the donor holds, the same sequence, out of range.
+    await assert.rejects(() => engine.copyPrefix(0, 2, 1000), /holds/);
+    await assert.rejects(() => engine.copyPrefix(1, 1, 1), /the same/);
+    await assert.rejects(() => engine.copyPrefix(0, 3, 1), /not in \[0, 3\)/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
