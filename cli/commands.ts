@@ -357,7 +357,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)",
     description:
       "Serves /v1/chat/completions, /v1/completions (streamed or whole), /v1/models, /health,\n" +
-      "/tokenize and /detokenize until SIGINT or SIGTERM. Prints 'listening on URL' once ready.\n" +
+      "/slots, /tokenize and /detokenize until SIGINT or SIGTERM. Prints 'listening on URL' once ready.\n" +
       "The weights are loaded once; --parallel N slots decode together in shared steps\n" +
       "(continuous batching), each with its own KV cache. Unknown request fields are\n" +
       "ignored (named in the x-cflow-ignored-fields header and the log) and a body without an\n" +

@@ -50,6 +50,8 @@ import {
  */
 export interface ServerState {
   pool: SlotPool<ModelSlot>;
+  /** Every slot of the pool, idle or not, in id order (GET /slots). */
+  slots: readonly ModelSlot[];
   /** Tokenizer for validation and /tokenize (stateless, shared). */
   tokenizer: Tokenizer;
   vocab: number;
@@ -455,6 +457,16 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
         slots_total: state.pool.size,
         queued: state.pool.queued,
       })],
+    // llama-server's shape: one entry per slot; `cached_tokens` is the KV cache it holds.
+    "/slots": ["GET", () =>
+      jsonResponse(
+        state.slots.map((slot, id) => ({
+          id,
+          n_ctx: slot.model.contextLength,
+          is_processing: !state.pool.isIdle(slot),
+          cached_tokens: slot.cache?.tokens.length ?? 0,
+        })),
+      )],
     "/v1/models": ["GET", () =>
       jsonResponse({
         object: "list",

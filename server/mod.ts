@@ -2,7 +2,7 @@
  * `cflow serve`: an OpenAI-compatible HTTP server over a converted model.
  *
  * Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as
- * server-sent events or whole), `GET /v1/models`, `GET /health`,
+ * server-sent events or whole), `GET /v1/models`, `GET /health`, `GET /slots`,
  * `POST /tokenize`, `POST /detokenize`. Every request body is capped in size,
  * strict UTF-8 JSON, and validated field by field (unknown fields are ignored and named in the
  * `x-cflow-ignored-fields` header, or refused with `strict`).
@@ -232,6 +232,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   const shutdown = new AbortController();
   const state: ServerState = {
     pool: new SlotPool(slots, options.maxQueue ?? 64 * parallel),
+    slots,
     tokenizer: first.tokenizer,
     vocab: first.model.config.vocab,
     contextLength: first.model.contextLength,

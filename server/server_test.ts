@@ -193,6 +193,14 @@ Deno.test({
         assert.equal(r.choices[0].message.content, solo);
         const cached = r.usage.prompt_tokens_details.cached_tokens;
         assert.ok(cached >= 40 && cached < r.usage.prompt_tokens, JSON.stringify(r.usage));
+        // GET /slots: each slot, whether it is generating, and the KV cache it holds.
+        const slots = await (await fetch(`${server.url}/slots`)).json();
+        assert.equal(slots.length, 2);
+        assert.deepEqual(slots.map((x: { id: number }) => x.id), [0, 1]);
+        assert.equal(slots.filter((x: { is_processing: boolean }) => x.is_processing).length, 1);
+        for (const x of slots) {
+          assert.ok(x.n_ctx > 0 && x.cached_tokens > 40 && x.cached_tokens <= x.n_ctx);
+        }
       } finally {
         abort.abort();
         await reader.cancel().catch(() => {});

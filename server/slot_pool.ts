@@ -48,6 +48,11 @@ export class SlotPool<T> {
     return this.#idle.length;
   }
 
+  /** Whether `slot` is idle now (not handed out). */
+  isIdle(slot: T): boolean {
+    return this.#idle.includes(slot);
+  }
+
   /** Requests waiting now. */
   get queued(): number {
     return this.#queue.length;
