@@ -724,15 +724,7 @@ export class Plan {
     first = 0,
     last = 0xffffffff,
   ): void {
-    if (this.#handle === 0) throw new KernelError("cf_plan_run_rows", STATUS.HANDLE);
-    if (tokens.length < 1 || tokens.length > this.maxTokens) {
-      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
-    }
-    if (bases.length !== tokens.length || positions.length !== tokens.length) {
-      throw new RangeError(
-        `plan: ${tokens.length} tokens with ${bases.length} bases and ${positions.length} positions`,
-      );
-    }
+    this.#checkRows(tokens, bases, positions);
     const rc = openKernels().symbols.cf_plan_run_rows(
       this.#handle,
       tokens,
@@ -743,6 +735,19 @@ export class Plan {
       u32(last, "last operation"),
     );
     if (rc !== STATUS.OK) throw new KernelError("cf_plan_run_rows", rc);
+  }
+
+  /** What {@link runRows} and {@link runRowsAsync} check before the call. */
+  #checkRows(tokens: Uint32Array, bases: Uint32Array, positions: Uint32Array): void {
+    if (this.#handle === 0) throw new KernelError("cf_plan_run_rows", STATUS.HANDLE);
+    if (tokens.length < 1 || tokens.length > this.maxTokens) {
+      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
+    }
+    if (bases.length !== tokens.length || positions.length !== tokens.length) {
+      throw new RangeError(
+        `plan: ${tokens.length} tokens with ${bases.length} bases and ${positions.length} positions`,
+      );
+    }
   }
 
   /**
@@ -761,15 +766,7 @@ export class Plan {
     first = 0,
     last = 0xffffffff,
   ): Promise<void> {
-    if (this.#handle === 0) throw new KernelError("cf_plan_run_rows", STATUS.HANDLE);
-    if (tokens.length < 1 || tokens.length > this.maxTokens) {
-      throw new RangeError(`plan: ${tokens.length} tokens, not 1..${this.maxTokens}`);
-    }
-    if (bases.length !== tokens.length || positions.length !== tokens.length) {
-      throw new RangeError(
-        `plan: ${tokens.length} tokens with ${bases.length} bases and ${positions.length} positions`,
-      );
-    }
+    this.#checkRows(tokens, bases, positions);
     // The call owns its buffers until it settles: private copies.
     const rc = await openKernels().symbols.cf_plan_run_rows_async(
       this.#handle,

@@ -18,6 +18,7 @@ import { BatchEngine, type Sequence } from "../runtime/batch_engine.ts";
 import { generate, type GenerationModel } from "../runtime/generate.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
+import { convertFixture } from "./util/fixture_model.ts";
 import { isFile } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -143,13 +144,7 @@ Deno.test("BatchEngine: each generation of a shared batch is what it is alone", 
         "pipeline_native/arch4_async_experts",
       ]
     ) {
-      const path = `${dir}/${name.replace("/", "_")}.cflow`;
-      await convertFile(`${ROOT}tests/fixtures/${name}`, path, {
-        format: "cflow",
-        quant: "q8_0",
-        rule: "ggml",
-        measureError: false,
-      });
+      const path = await convertFixture(name, dir);
       await t.step(name, () => check(path, name));
     }
     if (isFile(GGUF)) {
@@ -171,13 +166,7 @@ Deno.test("BatchEngine: each generation of a shared batch is what it is alone", 
 Deno.test("BatchEngine: a sequence asks for one step at a time, inside its context", async () => {
   const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "batch-engine-" });
   try {
-    const path = `${dir}/m.cflow`;
-    await convertFile(`${ROOT}tests/fixtures/hf_logits/qwen2`, path, {
-      format: "cflow",
-      quant: "q8_0",
-      rule: "ggml",
-      measureError: false,
-    });
+    const path = await convertFixture("hf_logits/qwen2", dir);
     using model = Transformer.load(path, { contextLength: 16, sequences: 2 });
     const engine = new BatchEngine(model);
     const [a] = engine.sequences;
@@ -199,13 +188,7 @@ Deno.test("BatchEngine: a sequence asks for one step at a time, inside its conte
 Deno.test("BatchEngine.copyPrefix: a sequence that starts from another's prefix continues as alone", async () => {
   const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "batch-engine-" });
   try {
-    const path = `${dir}/m.cflow`;
-    await convertFile(`${ROOT}tests/fixtures/hf_logits/qwen2`, path, {
-      format: "cflow",
-      quant: "q8_0",
-      rule: "ggml",
-      measureError: false,
-    });
+    const path = await convertFixture("hf_logits/qwen2", dir);
     using single = Transformer.load(path, { contextLength: 48 });
     const vocab = single.config.vocab;
     const text = (s: number, n: number) =>

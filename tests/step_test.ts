@@ -14,6 +14,7 @@ import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { type StepRow, Transformer, type TransformerOptions } from "../model/mod.ts";
+import { convertFixture } from "./util/fixture_model.ts";
 import { isFile, sameBits } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -86,13 +87,7 @@ Deno.test("step: batched rows of several sequences give each sequence's own logi
   const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "step-" });
   try {
     for (const [name, configs] of models) {
-      const path = `${dir}/${name.replace("/", "_")}.cflow`;
-      await convertFile(`${ROOT}tests/fixtures/${name}`, path, {
-        format: "cflow",
-        quant: "q8_0",
-        rule: "ggml",
-        measureError: false,
-      });
+      const path = await convertFixture(name, dir);
       for (const options of configs) {
         const label = `${name} ${JSON.stringify(options)}`;
         await t.step(label, () => {
@@ -189,13 +184,7 @@ Deno.test({
 Deno.test("step refuses rows that would read what a sequence does not hold", async () => {
   const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "step-refuse-" });
   try {
-    const path = `${dir}/m.cflow`;
-    await convertFile(`${ROOT}tests/fixtures/hf_logits/llama_gqa_untied`, path, {
-      format: "cflow",
-      quant: "q8_0",
-      rule: "ggml",
-      measureError: false,
-    });
+    const path = await convertFixture("hf_logits/llama_gqa_untied", dir);
     using model = Transformer.load(path, { contextLength: 8, sequences: 2, batch: 4 });
     const row = (sequence: number, position: number): StepRow => ({
       token: 1,
@@ -227,13 +216,7 @@ Deno.test("step refuses rows that would read what a sequence does not hold", asy
 Deno.test("step: a batch whose last row alone wants logits runs the plan's own head, bit for bit", async () => {
   const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "step-last-" });
   try {
-    const path = `${dir}/m.cflow`;
-    await convertFile(`${ROOT}tests/fixtures/hf_logits/qwen2`, path, {
-      format: "cflow",
-      quant: "q8_0",
-      rule: "ggml",
-      measureError: false,
-    });
+    const path = await convertFixture("hf_logits/qwen2", dir);
     using single = Transformer.load(path, { contextLength: 16 });
     const vocab = single.config.vocab;
     const tokens = text(5, 9, vocab);
