@@ -31,11 +31,12 @@ export interface BatchEngineOptions {
    */
   prefillChunk?: number;
   /**
-   * Event-loop turns a step waits for the sequences that ran in the
-   * previous step to ask again (they sample and hand their token over
-   * first), so that they share the step instead of taking turns (default 3).
+   * Most milliseconds a step waits for the sequences that ran in the
+   * previous step to ask again (they sample and hand their token to their
+   * client first), so that they share the step instead of taking turns
+   * (default 2). A sequence whose generation ended is not waited for.
    */
-  gatherTurns?: number;
+  gatherMs?: number;
 }
 
 /** What one sequence asked for: tokens to run from a position, the logits of the last. */
@@ -164,7 +165,7 @@ export class BatchEngine {
   /** One per sequence of the model. */
   readonly sequences: readonly Sequence[];
   readonly #prefillChunk: number;
-  readonly #gatherTurns: number;
+  readonly #gatherMs: number;
   #queue: Work[] = [];
   /** Prefix copies waiting for the gap between two steps. */
   #copies: { from: number; to: number; length: number; done: (error?: unknown) => void }[] = [];
@@ -182,13 +183,13 @@ export class BatchEngine {
     if (!Number.isSafeInteger(chunk) || chunk < 1) {
       throw new RangeError(`batch engine: prefillChunk ${chunk} is not an integer >= 1`);
     }
-    const turns = options.gatherTurns ?? 3;
-    if (!Number.isSafeInteger(turns) || turns < 0 || turns > 100) {
-      throw new RangeError(`batch engine: gatherTurns ${turns} is not an integer in [0, 100]`);
+    const gather = options.gatherMs ?? 2;
+    if (!(gather >= 0 && gather <= 1000)) {
+      throw new RangeError(`batch engine: gatherMs ${gather} is not in [0, 1000]`);
     }
     this.model = model;
     this.#prefillChunk = chunk;
-    this.#gatherTurns = turns;
+    this.#gatherMs = gather;
     this.sequences = Array.from({ length: model.sequences }, (_, i) => new Sequence(this, i));
   }
 
@@ -301,7 +302,8 @@ export class BatchEngine {
         this.#runCopies();
         if (this.#queue.length === 0) continue;
         // Let the sequences of the last step sample and ask again, so they share this step.
-        for (let turn = 0; turn < this.#gatherTurns; turn++) {
+        const until = performance.now() + this.#gatherMs;
+        while (performance.now() < until) {
           const waiting = new Set(this.#queue.map((w) => w.sequence));
           if ([...this.#expected].every((s) => waiting.has(s))) break;
           // A macrotask turn (setImmediate: chained setTimeout(0)s are clamped to milliseconds).
