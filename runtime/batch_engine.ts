@@ -173,8 +173,13 @@ export class BatchEngine {
   #closed = false;
   /** The loop while it runs (settles after its last step). */
   #loopDone: Promise<void> = Promise.resolve();
-  /** Sequences that ran in the last step and have not said they are idle. */
-  #expected = new Set<number>();
+  /**
+   * Sequences inside a generation: they have asked for a step and not said
+   * they are idle since. A step waits a moment for those not queued yet,
+   * and while any of them is not a prompt being read, a prompt takes at
+   * most `prefillChunk` rows of a step.
+   */
+  #active = new Set<number>();
   #stats: BatchEngineStats = { steps: 0, rows: 0, decodeRows: 0, widest: 0 };
 
   /** An engine over `model`, with one {@link Sequence} per sequence it holds. */
@@ -227,6 +232,7 @@ export class BatchEngine {
         ),
       );
     }
+    this.#active.add(sequence);
     return new Promise<Float32Array>((resolve, reject) => {
       this.#queue.push({
         sequence,
@@ -292,7 +298,7 @@ export class BatchEngine {
 
   /** @internal A sequence's generation ended: the next steps need not wait for it. */
   idle(sequence: number): void {
-    this.#expected.delete(sequence);
+    this.#active.delete(sequence);
   }
 
   async #loop(): Promise<void> {
@@ -305,7 +311,7 @@ export class BatchEngine {
         const until = performance.now() + this.#gatherMs;
         while (performance.now() < until) {
           const waiting = new Set(this.#queue.map((w) => w.sequence));
-          if ([...this.#expected].every((s) => waiting.has(s))) break;
+          if ([...this.#active].every((s) => waiting.has(s))) break;
           // A macrotask turn (setImmediate: chained setTimeout(0)s are clamped to milliseconds).
           await new Promise<void>((r) => setImmediate(r));
         }
@@ -334,7 +340,6 @@ export class BatchEngine {
     // Work whose signal has aborted leaves before the step.
     this.#queue = this.#queue.filter((w) => {
       if (!w.signal?.aborted) return true;
-      this.#expected.delete(w.sequence);
       w.reject(w.signal.reason);
       return false;
     });
@@ -348,7 +353,10 @@ export class BatchEngine {
       rows.push({ token: w.tokens[0], sequence: w.sequence, position: w.pos, logits: true });
       taken.set(w, 1);
     }
-    let room = Math.min(batch - rows.length, rows.length > 0 ? this.#prefillChunk : batch);
+    // Chunks beside anyone decoding, or about to (active but not queued this instant).
+    const reading = new Set(prompts.map((w) => w.sequence));
+    const others = rows.length > 0 || [...this.#active].some((s) => !reading.has(s));
+    let room = Math.min(batch - rows.length, others ? this.#prefillChunk : batch);
     for (const w of prompts) {
       if (room <= 0) break;
       const n = Math.min(room, w.tokens.length - w.done);
@@ -382,12 +390,10 @@ export class BatchEngine {
     this.#stats.rows += rows.length;
     this.#stats.decodeRows += [...taken.keys()].filter((w) => w.tokens.length === 1).length;
     this.#stats.widest = Math.max(this.#stats.widest, rows.length);
-    this.#expected.clear();
     for (const [w, n] of taken) {
       w.done += n;
       if (w.done < w.tokens.length) continue; // a prompt with chunks still to run
       this.#finish(w);
-      this.#expected.add(w.sequence);
       w.resolve();
     }
   }
