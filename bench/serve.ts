@@ -103,7 +103,7 @@ function prompts(n: number): string[] {
   );
 }
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
@@ -246,7 +246,7 @@ async function main(): Promise<void> {
     const texts = prompts(maxStreams);
 
     // cflow: the server as a user starts it.
-    const port = await freePort();
+    const port = freePort();
     const slots = maxStreams + (longPrompt > 0 ? 1 : 0);
     const longCtx = Math.max(ctx, longPrompt + 64);
     const server = new Deno.Command(pin[0], {

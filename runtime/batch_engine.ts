@@ -92,12 +92,15 @@ export class Sequence implements GenerationModel {
     this.#logits = new Float32Array(engine.model.config.vocab);
   }
 
+  /** The model's configuration. */
   get config(): Transformer["config"] {
     return this.#engine.model.config;
   }
+  /** Positions this sequence holds (each sequence has the model's context length). */
   get contextLength(): number {
     return this.#engine.model.contextLength;
   }
+  /** The model's pass schedule. */
   get schedule(): Transformer["schedule"] {
     return this.#engine.model.schedule;
   }
@@ -105,9 +108,11 @@ export class Sequence implements GenerationModel {
   get expertBytes(): Transformer["expertBytes"] {
     return this.#engine.model.expertBytes;
   }
+  /** Per layer, the bytes of all its experts (the model's). */
   get expertBankBytes(): Transformer["expertBankBytes"] {
     return this.#engine.model.expertBankBytes;
   }
+  /** The disk tier's counters (the model's, every sequence together). */
   get expertTierStats(): Transformer["expertTierStats"] {
     return this.#engine.model.expertTierStats;
   }
@@ -115,6 +120,7 @@ export class Sequence implements GenerationModel {
   passTimes(): number[] {
     return this.#engine.model.passTimes();
   }
+  /** The model's prefill/decode boundary (its residency mode's eviction). */
   endPrefill(): void {
     this.#engine.model.endPrefill();
   }

@@ -1,5 +1,6 @@
 /**
- * Running a model for users: the generation loop with its statistics,
+ * Running a model for users: the generation loop with its statistics, continuous batching
+ * of many generations over one model (`BatchEngine`),
  * llama.cpp-style perplexity, and the user-level cache of models and conversions.
  *
  * ```ts ignore
@@ -13,9 +14,12 @@ export { fnv1a64, generate } from "./generate.ts";
 export { memoryUsage } from "./memory_usage.ts";
 export { PromptCache } from "./prompt_cache.ts";
 export type { MemoryUsage } from "./memory_usage.ts";
+export { BatchEngine, Sequence } from "./batch_engine.ts";
+export type { BatchEngineOptions, BatchEngineStats } from "./batch_engine.ts";
 export type {
   GeneratedToken,
   GenerateOptions,
+  GenerationModel,
   GenerationSampler,
   GenerationStats,
   GenerationTokenizer,
