@@ -94,7 +94,7 @@ export interface TokenLogprob {
  * import { samplerOptions } from "./run_generation.ts";
  * const o = samplerOptions({
  *   temperature: 0, topP: 1, topK: 0, minP: 0, presencePenalty: 0, frequencyPenalty: 0,
- *   repetitionPenalty: 1, stop: [], stream: false, includeUsage: false,
+ *   repetitionPenalty: 1, stop: [], stream: false, includeUsage: false, ignoreEos: false,
  * });
  * console.log(o.temperature); // 0
  * ```
