@@ -94,14 +94,18 @@ export function openSource(path: string): ModelSource {
 }
 
 /**
- * The output file as a sink: appends gather in a 4 MiB buffer written with
+ * The output file as a sink: appends gather in a 64 KiB buffer written with
  * blocking writes. The writer hands over one tile stripe at a time (a few
  * KiB); an awaited asynchronous write per stripe cost a thread-pool round
  * trip each, and the conversion of a 0.5 GB GGUF spent most of its time
- * idle between them (docs/FORMAT.md, "Conversion time").
+ * idle between them (docs/FORMAT.md, "Conversion time"). Not larger: with
+ * 4 MiB writes the page cache held the file in large folios, and a model
+ * loaded from it right after conversion mapped megabytes back in wherever
+ * it read a few bytes past its evicted weights (44 MB more file PSS on
+ * SmolLM2, tests/residency_test.ts).
  */
 function fileSink(file: Deno.FsFile): Sink & { flush(): void } {
-  const buffer = new Uint8Array(4 << 20);
+  const buffer = new Uint8Array(64 << 10);
   let fill = 0;
   let position = 0;
   const writeAll = (bytes: Uint8Array) => {

@@ -187,14 +187,14 @@ Deno.test({
         assert.match(r.stdout, /^ {2}0-29 /m); // SmolLM2's 30 layers
         assert.equal(/converting .* once into/.test(r.stderr), round === 1, r.stderr);
       }
-      const gen = ["generate", "--model", "SmolLM2", "--quant", "q4_0", "-p", "Hi", "-n", "2"];
+      const gen = ["generate", "--model", "SmolLM2", "-p", "Hi", "-n", "2"];
       const r = await cflow([...gen, "--temperature", "0", "--json"], { CFLOW_CACHE: cache });
       assert.equal(r.code, 0, r.stderr);
       assert.equal(JSON.parse(r.stdout).tokens.length, 2);
       assert.doesNotMatch(r.stderr, /converting/);
       const converted = await names(`${cache}/converted`);
       assert.equal(converted.length, 1, converted.join(" "));
-      assert.match(converted[0], /^smollm2-135m-instruct\.Q4_1-[0-9a-f]{12}\.q4_0\.cflow$/);
+      assert.match(converted[0], /^smollm2-135m-instruct\.Q4_1-[0-9a-f]{12}\.auto\.cflow$/);
       assert.deepEqual(await names(`${cache}/models`), [
         "smollm2-135m-instruct.Q4_1.gguf",
       ]);
