@@ -29,7 +29,10 @@ export const CHAT_HELP: string = [
 export type ChatCommand =
   | { kind: "message"; text: string }
   | { kind: "empty" }
-  | { kind: "help" | "clear" | "stats" | "bye" }
+  | { kind: "help" }
+  | { kind: "clear" }
+  | { kind: "stats" }
+  | { kind: "bye" }
   | { kind: "unknown"; name: string };
 
 const COMMANDS: Record<string, "help" | "clear" | "stats" | "bye"> = {
@@ -251,7 +254,6 @@ export async function runChat(
           say("(conversation cleared)");
           continue;
         }
-        if (command.kind !== "message") continue;
         messages.push({ role: "user", content: command.text });
         const fitted = fitConversation(messages, render, model.contextLength, room);
         if (fitted.dropped > 0) {

@@ -211,11 +211,6 @@ export class BatchEngine {
     return { ...this.#stats };
   }
 
-  /** Sequences with work waiting for the next step. */
-  get pending(): number {
-    return new Set(this.#queue.map((w) => w.sequence)).size;
-  }
-
   /** @internal Queues work of sequence `sequence` (a Sequence's forward and prefill). */
   submit(
     sequence: number,
@@ -315,7 +310,7 @@ export class BatchEngine {
       while (this.#queue.length > 0 || this.#copies.length > 0) {
         this.#runCopies();
         if (this.#queue.length === 0) continue;
-        // Let the sequences of the last step sample and ask again, so they share this step.
+        // Let the sequences inside a generation sample and ask again, so they share this step.
         const until = performance.now() + Math.max(this.#gatherMs, this.#lastStepMs / 10);
         while (performance.now() < until) {
           const waiting = new Set(this.#queue.map((w) => w.sequence));

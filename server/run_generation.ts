@@ -141,59 +141,48 @@ export async function runGeneration(
   onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
 ): Promise<GenerationResult> {
   try {
-    return await generateOn(slot, prompt, request, maxTokens, signal, onText);
+    await slot.borrow?.(prompt);
+    const sampler = new Sampler(slot.model.config.vocab, samplerOptions(request));
+    const it = generate(slot.model, slot.tokenizer, sampler, prompt, {
+      maxTokens,
+      stop: request.stop,
+      signal,
+      cache: slot.cache,
+      logprobs: request.logprobs,
+      ignoreEos: request.ignoreEos,
+    });
+    let text = "";
+    const all: TokenLogprob[] = [];
+    let pending: TokenLogprob[] = [];
+    while (true) {
+      const r = await it.next();
+      if (r.done) {
+        const reason = r.value.stopReason;
+        return {
+          text,
+          completionTokens: r.value.generatedTokens,
+          cachedTokens: r.value.cachedTokens,
+          finishReason: reason === "max_tokens" || reason === "context" ? "length" : "stop",
+          aborted: reason === "aborted",
+          ...(request.logprobs === undefined ? {} : { logprobs: all }),
+        };
+      }
+      const v = r.value;
+      if (request.logprobs !== undefined && v.id >= 0 && v.logprob !== undefined) {
+        const entry = { id: v.id, logprob: v.logprob, top: v.top ?? [] };
+        all.push(entry);
+        pending.push(entry);
+      }
+      if (v.text !== "") {
+        text += v.text;
+        const sent = pending;
+        pending = [];
+        await onText(v.text, request.logprobs === undefined ? undefined : sent);
+      }
+      // A macrotask turn: lets other requests, socket closes and aborts through.
+      await tick();
+    }
   } finally {
     slot.idle?.();
-  }
-}
-
-async function generateOn(
-  slot: ModelSlot,
-  prompt: readonly number[],
-  request: SamplingRequest,
-  maxTokens: number,
-  signal: AbortSignal,
-  onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
-): Promise<GenerationResult> {
-  await slot.borrow?.(prompt);
-  const sampler = new Sampler(slot.model.config.vocab, samplerOptions(request));
-  const it = generate(slot.model, slot.tokenizer, sampler, prompt, {
-    maxTokens,
-    stop: request.stop,
-    signal,
-    cache: slot.cache,
-    logprobs: request.logprobs,
-    ignoreEos: request.ignoreEos,
-  });
-  let text = "";
-  const all: TokenLogprob[] = [];
-  let pending: TokenLogprob[] = [];
-  while (true) {
-    const r = await it.next();
-    if (r.done) {
-      const reason = r.value.stopReason;
-      return {
-        text,
-        completionTokens: r.value.generatedTokens,
-        cachedTokens: r.value.cachedTokens,
-        finishReason: reason === "max_tokens" || reason === "context" ? "length" : "stop",
-        aborted: reason === "aborted",
-        ...(request.logprobs === undefined ? {} : { logprobs: all }),
-      };
-    }
-    const v = r.value;
-    if (request.logprobs !== undefined && v.id >= 0 && v.logprob !== undefined) {
-      const entry = { id: v.id, logprob: v.logprob, top: v.top ?? [] };
-      all.push(entry);
-      pending.push(entry);
-    }
-    if (v.text !== "") {
-      text += v.text;
-      const sent = pending;
-      pending = [];
-      await onText(v.text, request.logprobs === undefined ? undefined : sent);
-    }
-    // A macrotask turn: lets other requests, socket closes and aborts through.
-    await tick();
   }
 }
