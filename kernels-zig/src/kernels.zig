@@ -1013,6 +1013,33 @@ pub fn packedPanels(q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize
 // Attention for one query head over a KV cache.
 // ---------------------------------------------------------------------------
 
+/// Values [e, e + N) of a KV cache whose elements are T: f32, f16, or
+/// `BlockQ8_0` (llama.cpp's `-ctk q8_0 -ctv q8_0`), where element e is
+/// value e % 32 of block e / 32, dequantized (quant times the block's
+/// scale). For Q8_0, N divides 32 and e is a multiple of N, so the values lie
+/// in one block: every head row is a whole number of blocks (head_dim % 32 ==
+/// 0, checked where the cache is made) and the kernels step head_dim by N.
+inline fn kvLoad(comptime T: type, comptime N: usize, p: [*]const T, e: usize) @Vector(N, f32) {
+    if (T == BlockQ8_0) {
+        comptime assert(qk % N == 0);
+        assert(e % N == 0);
+        const b = &p[e / qk];
+        const qs: @Vector(N, i8) = b.qs[e % qk ..][0..N].*;
+        return @as(@Vector(N, f32), @floatFromInt(qs)) * @as(@Vector(N, f32), @splat(abi.f16ToF32(b.d)));
+    }
+    const v: @Vector(N, T) = p[e..][0..N].*;
+    return if (T == f32) v else @floatCast(v);
+}
+
+/// Value e of a KV cache of T elements (see `kvLoad`).
+inline fn kvOne(comptime T: type, p: [*]const T, e: usize) f32 {
+    if (T == BlockQ8_0) {
+        const b = &p[e / qk];
+        return @as(f32, @floatFromInt(b.qs[e % qk])) * abi.f16ToF32(b.d);
+    }
+    return @floatCast(p[e]);
+}
+
 /// out = softmax(scale * q.K[j] (soft-capped), j in [first, n_pos)) . V.
 /// K and V rows are `stride` elements apart; this head's values start at
 /// `head_offset`. `scores` holds n_pos floats of scratch.
@@ -1034,21 +1061,20 @@ pub fn attentionHead(
     assert(first < n_pos and scores.len >= n_pos and out.len == hd);
     var m: f32 = -std.math.inf(f32);
     for (first..n_pos) |j| {
-        const krow = k + j * stride + head_offset;
+        const krow = j * stride + head_offset;
         var dot: f32 = 0;
         const V = @Vector(lanes, f32);
         var acc: V = @splat(0);
         var d: usize = 0;
         if (lanes > 1) {
             while (d + lanes <= hd) : (d += lanes) {
-                const kv: @Vector(lanes, T) = krow[d..][0..lanes].*;
-                const kf: V = if (T == f32) kv else @floatCast(kv);
+                const kf = kvLoad(T, lanes, k, krow + d);
                 const qv: V = q[d..][0..lanes].*;
                 acc = @mulAdd(V, qv, kf, acc);
             }
         }
         dot = @reduce(.Add, acc);
-        while (d < hd) : (d += 1) dot += q[d] * @as(f32, @floatCast(krow[d]));
+        while (d < hd) : (d += 1) dot += q[d] * kvOne(T, k, krow + d);
         var sc = dot * scale;
         if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
         scores[j] = sc;
@@ -1064,8 +1090,8 @@ pub fn attentionHead(
     @memset(out, 0);
     for (first..n_pos) |j| {
         const p = scores[j] * inv;
-        const vrow = v + j * stride + head_offset;
-        for (0..hd) |d| out[d] += p * @as(f32, @floatCast(vrow[d]));
+        const vrow = j * stride + head_offset;
+        for (0..hd) |d| out[d] += p * kvOne(T, v, vrow + d);
     }
 }
 
@@ -1186,14 +1212,13 @@ pub fn attentionGroup(
                 for (0..group) |g| {
                     const qg = q[g * hd ..][0..hd];
                     // The L chains interleaved, each in head_dim order.
-                    const kblock = k + (j0 + jb) * stride + head_offset;
+                    const kblock = (j0 + jb) * stride + head_offset;
                     var acc: [L]V = @splat(@splat(0));
                     var d: usize = 0;
                     while (d < hd) : (d += L) {
                         const qv: V = qg[d..][0..L].*;
                         inline for (0..L) |r| {
-                            const kv: @Vector(L, T) = (kblock + r * stride)[d..][0..L].*;
-                            const kf: V = if (T == f32) kv else @floatCast(kv);
+                            const kf = kvLoad(T, L, k, kblock + r * stride + d);
                             acc[r] = @mulAdd(V, qv, kf, acc[r]);
                         }
                     }
@@ -1206,20 +1231,19 @@ pub fn attentionGroup(
             }
         }
         while (jb < nb) : (jb += 1) {
-            const krow = k + (j0 + jb) * stride + head_offset;
+            const krow = (j0 + jb) * stride + head_offset;
             for (0..group) |g| {
                 const qg = q[g * hd ..][0..hd];
                 var acc: V = @splat(0);
                 var d: usize = 0;
                 if (L > 1) {
                     while (d + L <= hd) : (d += L) {
-                        const kv: @Vector(L, T) = krow[d..][0..L].*;
-                        const kf: V = if (T == f32) kv else @floatCast(kv);
+                        const kf = kvLoad(T, L, k, krow + d);
                         acc = @mulAdd(V, qg[d..][0..L].*, kf, acc);
                     }
                 }
                 var dot: f32 = treeSum(L, acc);
-                while (d < hd) : (d += 1) dot += qg[d] * @as(f32, @floatCast(krow[d]));
+                while (d < hd) : (d += 1) dot += qg[d] * kvOne(T, k, krow + d);
                 var sc = dot * scale;
                 if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
                 s[g][jb] = sc;
@@ -1270,11 +1294,10 @@ pub fn attentionGroup(
                 var acc: [4]V = undefined;
                 inline for (0..4) |c| acc[c] = o[c * L ..][0..L].*;
                 for (0..nb) |jj| {
-                    const vrow = (v + (j0 + jj) * stride + head_offset) + d;
+                    const vrow = (j0 + jj) * stride + head_offset + d;
                     const p: V = @splat(s[g][jj]);
                     inline for (0..4) |c| {
-                        const vv: @Vector(L, T) = vrow[c * L ..][0..L].*;
-                        const vf: V = if (T == f32) vv else @floatCast(vv);
+                        const vf = kvLoad(T, L, v, vrow + c * L);
                         acc[c] = @mulAdd(V, p, vf, acc[c]);
                     }
                 }
@@ -1286,17 +1309,16 @@ pub fn attentionGroup(
                 const o = out[g * hd + d ..][0..L];
                 var acc: V = o.*;
                 for (0..nb) |jj| {
-                    const vv: @Vector(L, T) = (v + (j0 + jj) * stride + head_offset)[d..][0..L].*;
-                    const vf: V = if (T == f32) vv else @floatCast(vv);
+                    const vf = kvLoad(T, L, v, (j0 + jj) * stride + head_offset + d);
                     acc = @mulAdd(V, @splat(s[g][jj]), vf, acc);
                 }
                 o.* = acc;
             }
         }
         for (0..nb) |jj| {
-            const vrow = v + (j0 + jj) * stride + head_offset;
+            const vrow = (j0 + jj) * stride + head_offset;
             for (d_vec..hd) |dd| {
-                const vf: f32 = @floatCast(vrow[dd]);
+                const vf = kvOne(T, v, vrow + dd);
                 for (0..group) |g| out[g * hd + dd] += s[g][jj] * vf;
             }
         }
@@ -1991,20 +2013,19 @@ fn attentionGroupOneByOne(
         const nb = @min(B, n_pos - j0);
         // Scores of the block for every head of the group.
         for (0..nb) |jj| {
-            const krow = k + (j0 + jj) * stride + head_offset;
+            const krow = (j0 + jj) * stride + head_offset;
             for (0..group) |g| {
                 const qg = q[g * hd ..][0..hd];
                 var acc: V = @splat(0);
                 var d: usize = 0;
                 if (L > 1) {
                     while (d + L <= hd) : (d += L) {
-                        const kv: @Vector(L, T) = krow[d..][0..L].*;
-                        const kf: V = if (T == f32) kv else @floatCast(kv);
+                        const kf = kvLoad(T, L, k, krow + d);
                         acc = @mulAdd(V, qg[d..][0..L].*, kf, acc);
                     }
                 }
                 var dot: f32 = treeSum(L, acc);
-                while (d < hd) : (d += 1) dot += qg[d] * @as(f32, @floatCast(krow[d]));
+                while (d < hd) : (d += 1) dot += qg[d] * kvOne(T, k, krow + d);
                 var sc = dot * scale;
                 if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
                 s[g][jj] = sc;
@@ -2036,12 +2057,11 @@ fn attentionGroupOneByOne(
         }
         // out += p . V, each V row converted once for the group.
         for (0..nb) |jj| {
-            const vrow = v + (j0 + jj) * stride + head_offset;
+            const vrow = (j0 + jj) * stride + head_offset;
             var d: usize = 0;
             if (L > 1) {
                 while (d + L <= hd) : (d += L) {
-                    const vv: @Vector(L, T) = vrow[d..][0..L].*;
-                    const vf: V = if (T == f32) vv else @floatCast(vv);
+                    const vf = kvLoad(T, L, v, vrow + d);
                     for (0..group) |g| {
                         const o = out[g * hd + d ..][0..L];
                         o.* = @mulAdd(V, @splat(s[g][jj]), vf, o.*);
@@ -2049,7 +2069,7 @@ fn attentionGroupOneByOne(
                 }
             }
             while (d < hd) : (d += 1) {
-                const vf: f32 = @floatCast(vrow[d]);
+                const vf = kvOne(T, v, vrow + d);
                 for (0..group) |g| out[g * hd + d] += s[g][jj] * vf;
             }
         }
@@ -2099,6 +2119,49 @@ test "the softmax exp is within 2 ulp of expf" {
         if (@abs(got - want) > 2 * (std.math.nextAfter(f32, want, 1) - want) + 1e-37) {
             std.debug.print("x {d} got {e} want {e}\n", .{ x, got, want });
             return error.TestUnexpectedResult;
+        }
+    }
+}
+
+test "attention over a Q8_0 cache equals attention over its dequantized values" {
+    var prng = std.Random.DefaultPrng.init(47);
+    const rng = prng.random();
+    for ([_]usize{ 1, 3, 7 }) |group| {
+        for ([_]usize{ 32, 64, 128 }) |hd| {
+            for ([_]usize{ 1, 15, 16, 33, 70 }) |n_pos| {
+                const n_kv = 2;
+                const stride = n_kv * hd;
+                var kf: [70 * 2 * 128]f32 = undefined;
+                var vf: [70 * 2 * 128]f32 = undefined;
+                var kq: [70 * 2 * 128 / qk]BlockQ8_0 = undefined;
+                var vq: [70 * 2 * 128 / qk]BlockQ8_0 = undefined;
+                const values = n_pos * stride;
+                for (kf[0..values], vf[0..values]) |*a, *b| {
+                    a.* = rng.float(f32) * 2 - 1;
+                    b.* = rng.float(f32) * 2 - 1;
+                }
+                try testing.expect(quantizeQ8_0(kf[0..values], kq[0 .. values / qk]));
+                try testing.expect(quantizeQ8_0(vf[0..values], vq[0 .. values / qk]));
+                // The f32 cache holds exactly the values the Q8_0 one decodes to.
+                for (0..values) |e| {
+                    kf[e] = kvOne(BlockQ8_0, &kq, e);
+                    vf[e] = kvOne(BlockQ8_0, &vq, e);
+                }
+                var q: [7 * 128]f32 = undefined;
+                for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                var got: [7 * 128]f32 = undefined;
+                var want: [7 * 128]f32 = undefined;
+                var slow: [7 * 128]f32 = undefined;
+                const first: usize = if (n_pos > 40) 5 else 0;
+                const n = group * hd;
+                attentionGroup(BlockQ8_0, q[0..n], group, &kq, &vq, stride, hd, first, n_pos, 0.125, 0, got[0..n]);
+                attentionGroup(f32, q[0..n], group, &kf, &vf, stride, hd, first, n_pos, 0.125, 0, want[0..n]);
+                attentionGroupOneByOne(BlockQ8_0, q[0..n], group, &kq, &vq, stride, hd, first, n_pos, 0.125, 0, slow[0..n]);
+                for (got[0..n], want[0..n], slow[0..n]) |a, b, c| {
+                    try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
+                    try std.testing.expectEqual(@as(u32, @bitCast(c)), @as(u32, @bitCast(a)));
+                }
+            }
         }
     }
 }

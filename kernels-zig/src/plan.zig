@@ -86,7 +86,8 @@ pub const Op = enum(u32) {
     head_norm = 7,
     /// x, x_stride, n_heads, head_dim, n_rot, freqs, mode
     rope = 8,
-    /// src, src_stride, cache, kv_dim, kv_type (1 f32, 2 f16), head_dim: row t to position
+    /// src, src_stride, cache, kv_dim, kv_type (1 f32, 2 f16, 3 Q8_0 blocks:
+    /// head_dim a multiple of 32), head_dim: row t to position
     /// pos + t of a head-major cache ([kv head][position][head_dim]), so that
     /// attention streams each head's keys and values contiguously.
     kv_store = 9,
@@ -269,6 +270,19 @@ const Checker = struct {
 fn dim(v: u32) Error!usize {
     if (v == 0 or v > max_dim) return error.InvalidArg;
     return v;
+}
+
+/// Bytes of a head-major KV cache of `context` positions of `kv_dim` values
+/// (heads of `head_dim`) stored as kv_type: 1 f32, 2 f16, 3 Q8_0 blocks of
+/// 32 values and an f16 scale (34 bytes; each head row whole blocks).
+fn kvCacheBytes(kv_type: u32, context: usize, kv_dim: usize, head_dim: usize) Error!usize {
+    const values = try mul(context, kv_dim);
+    return switch (kv_type) {
+        1 => try mul(values, 4),
+        2 => try mul(values, 2),
+        3 => if (head_dim % abi.qk != 0) error.InvalidArg else try mul(values / abi.qk, @sizeOf(abi.BlockQ8_0)),
+        else => error.InvalidArg,
+    };
 }
 
 fn finite(bits: u32) Error!f32 {
@@ -525,29 +539,20 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
         },
         .kv_store => {
             const kv_dim = try dim(a[3]);
-            const elt: usize = switch (a[4]) {
-                1 => 4,
-                2 => 2,
-                else => return error.InvalidArg,
-            };
             const hd = try dim(a[5]);
             if (kv_dim % hd != 0) return error.InvalidArg;
             try c.buf(a[0], a[1], kv_dim * 4);
-            try c.one(a[2], try mul(try mul(context, kv_dim), elt));
+            try c.one(a[2], try kvCacheBytes(a[4], context, kv_dim, hd));
         },
         .attention => {
-            const elt: usize = switch (a[4]) {
-                1 => 4,
-                2 => 2,
-                else => return error.InvalidArg,
-            };
             const heads = try dim(a[5]);
             const n_kv = try dim(a[6]);
             const hd = try dim(a[7]);
             if (heads % n_kv != 0) return error.InvalidArg;
             _ = try finite(a[9]);
             if (try finite(a[10]) < 0) return error.InvalidArg;
-            const kv_bytes = try mul(try mul(context, n_kv * hd), elt);
+            const kv_bytes = try kvCacheBytes(a[4], context, n_kv * hd, hd);
+            const elt: usize = if (a[4] == 1) 4 else if (a[4] == 2) 2 else 1;
             if (a[2] % elt != 0 or a[3] % elt != 0) return error.Alignment;
             try c.buf(a[0], a[1], heads * hd * 4);
             try c.one(a[2], kv_bytes);
@@ -1416,12 +1421,23 @@ const RowCtx = struct {
                 for (0..kv_dim / hd) |h| {
                     const at = (h * ctx + kv_at) * hd;
                     const head = src[h * hd ..][0..hd];
-                    if (a[4] == 1) {
-                        const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                        @memcpy(dst[at..][0..hd], head);
-                    } else {
-                        const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                        k.f32_to_f16(head.ptr, dst + at, hd);
+                    switch (a[4]) {
+                        1 => {
+                            const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                            @memcpy(dst[at..][0..hd], head);
+                        },
+                        2 => {
+                            const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                            k.f32_to_f16(head.ptr, dst + at, hd);
+                        },
+                        else => {
+                            // Whole blocks: head_dim % 32 == 0 (checkOp).
+                            const dst: [*]abi.BlockQ8_0 = @ptrCast(ex.p.ws + a[2]);
+                            if (!k.quantize_q8_0(head.ptr, hd / abi.qk, dst + at / abi.qk)) {
+                                @constCast(self).failed.store(true, .release);
+                                return;
+                            }
+                        },
                     }
                 }
             },

@@ -82,12 +82,17 @@ fn attentionHead(kv_type: u32, q: [*]const f32, hd: usize, kc: *const anyopaque,
     }
 }
 
-/// kv_type: 1 = f32 cache, 2 = f16 cache; q and out hold group x hd values.
+/// kv_type: 1 = f32 cache, 2 = f16 cache, 3 = Q8_0 blocks (element e is value
+/// e % 32 of block e / 32); q and out hold group x hd values.
 fn attentionGroup(kv_type: u32, q: [*]const f32, group: usize, hd: usize, kc: *const anyopaque, vc: *const anyopaque, stride: usize, head_offset: usize, first: usize, n_pos: usize, scale: f32, softcap: f32, out: [*]f32) callconv(.c) void {
     assert(hd >= 1 and first < n_pos);
     switch (kv_type) {
         1 => k.attentionGroup(f32, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
         2 => k.attentionGroup(f16, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
+        3 => {
+            assert(hd % abi.qk == 0 and stride % abi.qk == 0 and head_offset % abi.qk == 0);
+            k.attentionGroup(abi.BlockQ8_0, q[0 .. group * hd], group, @ptrCast(kc), @ptrCast(vc), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]);
+        },
         else => unreachable,
     }
 }
