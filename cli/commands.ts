@@ -91,8 +91,9 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       name: "kv-cache",
       type: "string",
       arg: "T",
-      values: ["f16", "f32"],
-      help: "KV cache element type: f16 (default) | f32",
+      values: ["f16", "f32", "q8_0"],
+      help:
+        "KV cache element type: f16 (default) | f32 | q8_0 (Q8_0 blocks, about half of f16's memory; head dimension a multiple of 32)",
     },
     {
       name: "expert-tier",

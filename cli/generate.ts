@@ -7,7 +7,7 @@
  */
 
 import { openKernels } from "../ffi/mod.ts";
-import type { Transformer } from "../model/mod.ts";
+import type { KvCacheType, Transformer } from "../model/mod.ts";
 import { fnv1a64, generate, type GenerationStats } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
@@ -31,7 +31,7 @@ export interface ModelArgs {
   /** A chat template to use instead of the model's own (its text). */
   template?: string;
   ctx?: number;
-  kvCache: "f16" | "f32";
+  kvCache: KvCacheType;
   quant?: TargetQuant;
   json: boolean;
   /** Whether weights are repacked into panels at load (default auto). */

@@ -35,6 +35,7 @@ import { commandHelp, overviewHelp } from "./help.ts";
 import { completionScript, type Shell } from "./completions.ts";
 import { EXIT } from "./exit_codes.ts";
 import { Sampler } from "../sampling/mod.ts";
+import { KV_CACHE_TYPES } from "../model/mod.ts";
 import { errorLine } from "./color.ts";
 import { defaultModel } from "./paths.ts";
 import { CacheDirError } from "../runtime/cache_paths.ts";
@@ -414,7 +415,7 @@ export async function main(args: string[]): Promise<number> {
         const modelArgs = {
           model: str(p, "model") ?? defaultModelOrHint(),
           ctx: ctx === undefined ? undefined : int(ctx, "--ctx", 4, 1 << 20),
-          kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", ["f16", "f32"] as const),
+          kvCache: choice(str(p, "kv-cache") ?? "f16", "--kv-cache", KV_CACHE_TYPES),
           quant: str(p, "quant") === undefined
             ? undefined
             : choice(str(p, "quant")!, "--quant", QUANTS),

@@ -415,7 +415,8 @@ export class PlanBuilder {
 
   /**
    * Copies each row (kvDim values, heads of headDim) to its position in a
-   * head-major cache (kvType 1: f32, 2: f16) of `context` positions per head.
+   * head-major cache (kvType 1: f32, 2: f16, 3: Q8_0 blocks, head_dim a multiple of 32) of
+   * `context` positions per head.
    */
   kvStore(src: Buf, cache: number, kvDim: number, kvType: number, headDim: number): void {
     this.#op(9, [src.offset, src.stride, cache, kvDim, kvType, headDim]);

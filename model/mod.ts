@@ -13,7 +13,9 @@
 
 export { COMBINE_STYLE, ropeFrequencies } from "./config.ts";
 export type { ModelConfig, MoeConfig, PipelineConfig, RopeScaling } from "./config.ts";
-export { kvBytesPerPosition, Transformer } from "./transformer.ts";
+export { Transformer } from "./transformer.ts";
+export { KV_CACHE_TYPES, kvBytesPerPosition, KvLayout, kvRowBytes } from "./kv_cache.ts";
+export type { KvCacheType } from "./kv_cache.ts";
 export type {
   LoadStats,
   StepRow,

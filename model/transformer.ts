@@ -1,8 +1,10 @@
 /**
- * The forward pass of a dense decoder-only transformer over a validated,
- * mapped `.cflow`/`.vflow` file, in the style of llama2.c's `forward()`:
- * configuration, weights and run state are set up once; `forward` is a list
- * of commented steps over kernels and allocates nothing per token.
+ * The forward pass of a decoder-only transformer over a validated, mapped
+ * `.cflow`/`.vflow` file, in the style of llama2.c's `forward()`: the
+ * weights (weights.ts), the KV caches (kv_cache.ts) and the run state are
+ * set up once, the forward pass is built once as a plan (forward_plan.ts
+ * and its blocks), and `forward`, `prefill` and `step` run it, allocating
+ * nothing per token.
  *
  * @module
  */
@@ -13,356 +15,46 @@ import {
   allocAligned,
   type Buf,
   type Kernels,
-  type MemoryRegion,
   moeScratchBytes,
   openKernels,
-  packableQuant,
-  packedBytes,
-  packRun,
   panelsByDefault,
   type Plan,
   PlanBuilder,
-  RUN_KIND,
-  type RunKind,
   type VariantName,
-  type WeightRun,
 } from "../ffi/mod.ts";
-import { createStage, type DirectFile, openDirect, type Stage } from "../ffi/io.ts";
-import {
-  ENTRY_KIND,
-  type EntryDescriptor,
-  findEntry,
-  FUSED,
-  type LoadedTiledFile,
-  loadTiledFile,
-  MATRIX,
-  matrixTileBytes,
-  readF32Entry,
-  TILE_TYPE,
-  VOCAB_LAYER,
-} from "../formats/cflow/mod.ts";
+import type { DirectFile, Stage } from "../ffi/io.ts";
+import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
 import { COMBINE_STYLE, type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
-import { buildSchedule, type Schedule, type StreamRead } from "../scheduler/mod.ts";
-import { type HeadOps, OutputRows } from "./output_rows.ts";
+import { buildSchedule, type Schedule } from "../scheduler/mod.ts";
+import { OutputRows } from "./output_rows.ts";
+import { kvBytesPerPosition, KvLayout, kvPlanType } from "./kv_cache.ts";
+import {
+  type BlockContext,
+  type LayerWeights,
+  Layout,
+  pad32,
+  placeLayer,
+  type RunState,
+} from "./_plan_state.ts";
+import { openDiskTier } from "./disk_tier.ts";
+import { buildForwardPlan, type ForwardHead } from "./forward_plan.ts";
+import type {
+  LoadStats,
+  StepRow,
+  TracePosition,
+  TraceStep,
+  TransformerOptions,
+} from "./options.ts";
+import { planStepRows, type StepBatch } from "./step_rows.ts";
+import { ModelWeights } from "./weights.ts";
 
-/** The experts of one layer: runs, and workspace offsets of the router and norm. */
-interface MoeWeights {
-  /** Norm of the router's and experts' input. */
-  norm: number;
-  /** f32 router, experts x hidden. */
-  router: number;
-  gateUp: WeightRun[];
-  down: WeightRun[];
-  /** Qwen2-MoE's shared expert and its sigmoid gate. */
-  shared?: { gateUp: WeightRun; down: WeightRun; gate: number; ffn: number };
-  /** Workspace offset of this layer's u64 count of expert bytes read. */
-  counter: number;
-}
-
-/** One layer's weights: runs, and workspace offsets of its f32 vectors. */
-interface LayerWeights {
-  attnNorm: number;
-  qkv: WeightRun;
-  qBias?: number;
-  kBias?: number;
-  vBias?: number;
-  qNorm?: number;
-  kNorm?: number;
-  o: WeightRun;
-  postAttnNorm?: number;
-  ffnNorm?: number;
-  gateUp?: WeightRun;
-  down?: WeightRun;
-  postFfnNorm?: number;
-  moe?: MoeWeights;
-}
-
-/** The disk expert tier's plan inputs. */
-interface DiskTier {
-  stage: Stage;
-  /** Reads wait at the injection pass rather than in the routing pass. */
-  staged: boolean;
-  /** Per layer: workspace offset of its experts' file ranges (-1: no experts). */
-  spans: number[];
-  /** Saved selections (route + slots) and expert inputs, one per pass in flight. */
-  sel: Buf[];
-  x: Buf[];
-}
-
-/** Asks for transparent huge pages; where the kernel refuses, 4 KiB pages work too. */
-/**
- * The plan's run kind for tiles of these member types: the one-type kinds
- * for Q4_0, Q8_0 and F32 runs (which can be packed into panels), `TILES`
- * with the types member by member otherwise.
- */
-function tileRunKind(types: readonly number[]): { kind: RunKind; types?: readonly number[] } {
-  const t = types[0];
-  if (types.every((x) => x === t)) {
-    if (t === TILE_TYPE.Q4_0) return { kind: RUN_KIND.TILES_Q4_0 };
-    if (t === TILE_TYPE.Q8_0) return { kind: RUN_KIND.TILES_Q8_0 };
-    if (t === TILE_TYPE.F32) return { kind: RUN_KIND.TILES_F32 };
-  }
-  return { kind: RUN_KIND.TILES, types: [...types] };
-}
-
-function hugePages(region: AlignedBuffer): void {
-  try {
-    region.advise("hugepage");
-  } catch {
-    // THP disabled or unsupported: nothing to do.
-  }
-}
-
-/** The tiled runs of one layer. */
-interface LayerRuns {
-  qkv: WeightRun;
-  o: WeightRun;
-  gateUp?: WeightRun;
-  down?: WeightRun;
-  experts?: { gateUp: WeightRun[]; down: WeightRun[] };
-  shared?: { gateUp: WeightRun; down: WeightRun };
-}
-
-/** The tiled runs of a model's matrices. */
-interface ModelRuns {
-  layers: LayerRuns[];
-  embd: WeightRun;
-  output: WeightRun;
-}
-
-/** Bytes of the workspace handed out in order, 64-byte aligned. */
-class Layout {
-  size = 0;
-  take(bytes: number): number {
-    const at = this.size;
-    this.size += Math.ceil(bytes / 64) * 64;
-    return at;
-  }
-  /** A buffer of `rowBytes` per row for `rows` rows. */
-  rows(rowBytes: number, rows: number): Buf {
-    const stride = Math.ceil(rowBytes / 64) * 64;
-    return { offset: this.take(stride * rows), stride };
-  }
-}
-
-/** The activation buffers of one batch (rows = tokens), allocated once. */
-interface RunState {
-  x: Buf; // residual stream (hidden)
-  xb: Buf; // normed input to a projection (padded to whole groups)
-  xq: Buf; // its Q8_0 quantization
-  qkv: Buf; // q | k | v
-  att: Buf; // attention output (heads x head_dim, padded)
-  attq: Buf;
-  proj: Buf; // output of O (hidden)
-  gateUp: Buf; // gate | up
-  hb: Buf; // act(gate) * up (padded)
-  hq: Buf;
-  d: Buf; // dense FFN output (hidden)
-  e: Buf; // expert output (hidden), when not queued
-  sel: Buf; // selected experts: top_k ids, top_k weights
-  moeScratch: Buf;
-  shared: Buf; // shared expert output (hidden)
-  xf: Buf; // the second stream: s_f (DecoupledStreams) or xfm_reg (PipelineRegisters)
-  ring: Buf[]; // residual snapshots for the dense delay
-  queue: Buf[]; // expert outputs in flight
-  logits: Buf; // one row: the batch's last token
-}
-
-/**
- * Options for {@link Transformer.load}.
- *
- * @example
- * ```ts
- * import type { TransformerOptions } from "./transformer.ts";
- * const o: TransformerOptions = { contextLength: 2048, kvCache: "f16" };
- * ```
- */
-export interface TransformerOptions {
-  /**
-   * Positions the KV cache holds (default: the model's, at most 4096).
-   * `"trained"`: the length the model was trained for (4096 when the file
-   * does not say), at most what {@link contextMemoryBytes} of KV cache
-   * holds; {@link Transformer.contextCap} then says whether it was capped.
-   */
-  contextLength?: number | "trained";
-  /**
-   * With `contextLength: "trained"`: the most bytes the KV cache may take
-   * (default: no limit). The context is cut to what fits, 256 positions at
-   * least.
-   */
-  contextMemoryBytes?: number;
-  /** KV cache element type (default f16). */
-  kvCache?: "f16" | "f32";
-  /** Verify section checksums at load. */
-  verifyChecksums?: boolean;
-  /**
-   * Repack Q4_0/Q8_0 tiles into 16-row panels at load (docs/KERNELS.md):
-   * `true`, `false`, or `"auto"` (the default): on where panels measured
-   * faster than the row kernels over tiles, i.e. every SIMD variant (avx2,
-   * avxvnni, avx512vnni), off for the scalar one (`panelsByDefault`).
-   */
-  packed?: boolean | "auto";
-  /**
-   * After packing, drop the file's pages that were packed (madvise
-   * DONTNEED) so that the weights are resident once (default true). Same as
-   * `evict: "after-pack"` (true) or `"never"` (false).
-   */
-  evictSource?: boolean;
-  /**
-   * When the mapped source pages of packed weights are dropped: `"never"`;
-   * `"after-pack"` (the default), as each matrix is packed; or
-   * `"phase-boundary"`, after packing and again by {@link Transformer.endPrefill}
-   * at the prefill/decode boundary, in case prefill faulted some back.
-   */
-  evict?: "never" | "after-pack" | "phase-boundary";
-  /**
-   * Called while packing with the bytes packed so far and the total, after
-   * each matrix (for a progress bar; not called when nothing is packed).
-   */
-  packProgress?: (done: number, total: number) => void;
-  /**
-   * Where expert tiles are read from: `"mmap"` (default), in place from the
-   * mapped file; `"disk"`, by direct reads (O_DIRECT where the file system
-   * allows it) into staging slots, only the selected experts'.
-   */
-  expertTier?: "mmap" | "disk";
-  /**
-   * With the disk tier: `"sync"` (default) reads the selected experts and
-   * waits for them in the routing layer; `"staged"` starts the reads at the
-   * routing layer and waits at the injection layer, `expert_delay` layers
-   * later, so that the reads overlap those layers' compute (the same
-   * arithmetic on the same saved inputs: bit-identical output).
-   */
-  expertFetch?: "sync" | "staged";
-  /**
-   * With the disk tier: MiB of staging slots kept beyond what the schedule
-   * needs in flight, as an LRU cache of experts (default 0).
-   */
-  expertCacheMiB?: number;
-  /** Most prompt tokens per batch of {@link Transformer.prefill} (default 64). */
-  batch?: number;
-  /**
-   * Sequences the KV cache holds side by side (default 1), each with
-   * `contextLength` positions: {@link Transformer.step} runs tokens of any of
-   * them in one batch over one copy of the weights. The single-sequence
-   * methods ({@link Transformer.forward}, {@link Transformer.prefill}, ...)
-   * use sequence 0. With `contextLength: "trained"` the memory budget is
-   * shared by all of them.
-   */
-  sequences?: number;
-  /**
-   * Threads for decode (one token at a time): `"auto"` times a few decode
-   * steps on the calling thread alone and on the whole pool at load and
-   * keeps the faster (on small models a second thread can cost more in
-   * synchronization than it brings in bandwidth); `"pool"` always uses the
-   * pool, `"single"` the calling thread. Prefill always uses the pool.
-   * Default: `"auto"` when the thread count is the default one, `"pool"`
-   * when the user chose it (`--threads`, `CFLOW_THREADS`).
-   */
-  decodeThreads?: "auto" | "pool" | "single";
-}
-
-/**
- * One row of {@link Transformer.step}: a token of one sequence at its position.
- *
- * @example
- * ```ts
- * import type { StepRow } from "./transformer.ts";
- * const row: StepRow = { token: 42, sequence: 1, position: 7, logits: true };
- * ```
- */
-export interface StepRow {
-  /** The token id. */
-  token: number;
-  /** Its sequence, in [0, sequences). */
-  sequence: number;
-  /** Its position in that sequence, in [0, contextLength). */
-  position: number;
-  /** Whether its logits are wanted (a decoded token, the last token of a prompt). */
-  logits: boolean;
-}
-
-/**
- * What loading did: whether the weights were repacked, how long that took,
- * and the bytes of the packed copy and the workspace.
- *
- * @example
- * ```ts ignore
- * console.log(model.loadStats.packMs);
- * ```
- */
-export interface LoadStats {
-  /** True when the quantized weights run from packed panels. */
-  packed: boolean;
-  /** Milliseconds spent packing. */
-  packMs: number;
-  /** Bytes of the packed copy (0 when not packed). */
-  packedBytes: number;
-  /** Bytes of the workspace (activations, norms, KV cache). */
-  workspaceBytes: number;
-  /** Threads decode runs on: 1 or the pool's. */
-  decodeThreads: number;
-  /** Milliseconds per decode step measured by `"auto"` (1 thread, pool), if it ran. */
-  decodeTuning?: { singleMs: number; poolMs: number };
-}
-
-/**
- * One pass of {@link Transformer.trace}: the schedule step, the L2 norms of
- * the streams after it, the experts selected (MoE layers) and the expert
- * bytes read.
- *
- * @example
- * ```ts
- * import type { TraceStep } from "./transformer.ts";
- * const s: TraceStep = { step: 0, layer: 0, norms: { x: 3.2 }, expertBytes: 0 };
- * ```
- */
-export interface TraceStep {
-  /** Pass index. */
-  step: number;
-  /** Layer (block) whose weights it read. */
-  layer: number;
-  /** L2 norm of each stream after the pass. */
-  norms: Record<string, number>;
-  /** The router's selection: expert ids in order and their weights. */
-  experts?: { ids: number[]; weights: number[] };
-  /** Expert weight bytes the pass read. */
-  expertBytes: number;
-}
-
-/**
- * One position of {@link Transformer.trace}.
- *
- * @example
- * ```ts
- * import type { TracePosition } from "./transformer.ts";
- * const p: TracePosition = { steps: [], finalNorm: 1, argmax: 3, logits: new Float32Array(4) };
- * ```
- */
-export interface TracePosition {
-  /** Every pass, in order. */
-  steps: TraceStep[];
-  /** L2 norm of what the final norm reads (after the flush or merge). */
-  finalNorm: number;
-  /** Index of the largest logit. */
-  argmax: number;
-  /** The logits. */
-  logits: Float32Array;
-}
-
-/**
- * Bytes of KV cache one position takes: keys and values of every layer's KV
- * heads.
- *
- * @example
- * ```ts ignore
- * import { kvBytesPerPosition } from "./transformer.ts";
- * kvBytesPerPosition(model.config, "f16");
- * ```
- */
-export function kvBytesPerPosition(c: ModelConfig, kvCache: "f16" | "f32"): number {
-  return c.layers * 2 * c.kvHeads * c.headDim * (kvCache === "f32" ? 4 : 2);
-}
+export type {
+  LoadStats,
+  StepRow,
+  TracePosition,
+  TraceStep,
+  TransformerOptions,
+} from "./options.ts";
 
 /**
  * A loaded model ready to run.
@@ -390,13 +82,9 @@ export class Transformer {
   readonly sequences: number;
   /** What loading did. */
   readonly loadStats: LoadStats;
-  readonly #file: LoadedTiledFile;
-  readonly #region: MemoryRegion;
+  /** The shared part: the file, its runs, the packed panels, the vectors. */
+  readonly #weights: ModelWeights;
   readonly #k: Kernels;
-  readonly #packedRuns = new Map<number, WeightRun>();
-  /** The file ranges the packed copy was made from. */
-  readonly #packedSources: WeightRun[] = [];
-  #packedBuffer: AlignedBuffer | undefined;
   readonly #workspace: AlignedBuffer;
   readonly #plan: Plan;
   readonly #logits: Float32Array;
@@ -410,19 +98,17 @@ export class Transformer {
   #countersAt = 0;
   #counterBytes = new Uint8Array(8);
   readonly #counterSeen: number[] = [];
-  #bankBytes: number[] = [];
-  #evict: "never" | "after-pack" | "phase-boundary" = "after-pack";
   #direct: DirectFile | undefined;
   #stage: Stage | undefined;
   /** Workspace offset of the u64 timestamps taken after the embedding and each pass. */
   #times = 0;
   #stateBuffers!: RunState;
-  /** The output head's operations, its norm's workspace offset and input (#buildPlan). */
-  #head!: { ops: HeadOps; norm: number; input: Buf };
+  /** The output head's operations, its norm's workspace offset and input (forward_plan.ts). */
+  #head!: ForwardHead;
   /** Per sequence, how many leading positions its KV cache holds (a high-water mark). */
   readonly #filled: number[];
   /** Where each pass's K and V caches are, their element size and KV head count. */
-  #kv: { caches: { k: number; v: number }[]; elt: number; heads: number } | undefined;
+  #kv: { caches: { k: number; v: number }[]; layout: KvLayout } | undefined;
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
@@ -436,8 +122,6 @@ export class Transformer {
   readonly schedule: Schedule;
 
   private constructor(file: LoadedTiledFile, options: TransformerOptions) {
-    this.#file = file;
-    this.#region = file.region;
     this.#k = openKernels();
     const c = modelConfig(file.file);
     this.config = c;
@@ -475,22 +159,16 @@ export class Transformer {
     this.batch = batch;
 
     // Weights: the tiled runs of the file, packed into panels where that is faster.
-    const packStart = performance.now();
     const packed = options.packed ?? "auto";
     if (packed !== true && packed !== false && packed !== "auto") {
       throw new RangeError(`model: packed ${packed} is not true, false or "auto"`);
     }
-    const wantPacked = packed === "auto" ? panelsByDefault(this.#k.variant) : packed;
-    const runs = this.#collectRuns();
-    this.#evict = options.evict ?? (options.evictSource === false ? "never" : "after-pack");
-    if (!["never", "after-pack", "phase-boundary"].includes(this.#evict)) {
-      throw new RangeError(
-        `model: evict mode "${this.#evict}" is not never, after-pack or phase-boundary`,
-      );
-    }
-    if (wantPacked) this.#pack(runs, this.#evict !== "never", options.packProgress);
-    const packMs = this.#packedBuffer ? performance.now() - packStart : 0;
-    const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
+    const weights = new ModelWeights(file, c, {
+      packed: packed === "auto" ? panelsByDefault(this.#k.variant) : packed,
+      evict: options.evict ?? (options.evictSource === false ? "never" : "after-pack"),
+      packProgress: options.packProgress,
+    });
+    this.#weights = weights;
 
     // Workspace: activations for a batch, norms, RoPE tables, KV caches.
     const schedule = buildSchedule({
@@ -503,15 +181,13 @@ export class Transformer {
     const L = new Layout();
     const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
-    const pad = (n: number) => Math.ceil(n / 32) * 32;
+    const pad = pad32;
     const widest = Math.max(
       c.ffnHidden,
-      runs.layers.reduce((m, r) => Math.max(m, r.shared?.down.cols ?? 0), 0),
+      weights.layers.reduce((m, w) => Math.max(m, w.moe?.shared?.ffn ?? 0), 0),
     );
     const hiddenRows = () => L.rows(c.hidden * 4, batch);
-    const expertsQuantized = runs.layers.some((r) =>
-      r.experts !== undefined && r.experts.down[0].kind !== RUN_KIND.TILES_F32
-    );
+    const expertsQuantized = weights.expertsQuantized;
     const s: RunState = {
       x: hiddenRows(),
       xb: L.rows(pad(c.hidden) * 4, batch),
@@ -536,50 +212,39 @@ export class Transformer {
       logits: { offset: L.take(c.vocab * 4), stride: 0 },
     };
     const vectors: [number, Float32Array][] = [];
-    const vec = (v: Float32Array | undefined): number | undefined => {
-      if (v === undefined) return undefined;
+    const vec = (v: Float32Array): number => {
       const at = L.take(v.byteLength);
       vectors.push([at, v]);
       return at;
     };
     // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
-    const kvBytes = sequences * ctx * kvDim * (options.kvCache === "f32" ? 4 : 2);
-    const layers: LayerWeights[] = [];
+    const kvLayout = new KvLayout({
+      type: options.kvCache ?? "f16",
+      heads: c.kvHeads,
+      headDim: c.headDim,
+      context: ctx,
+      sequences,
+    });
+    const kvBytes = kvLayout.cacheBytes;
     // One block of u64 expert-byte counters, one per layer, read in one call per token.
     const counters = L.take(8 * c.layers);
     this.#countersAt = counters;
-    for (let l = 0; l < c.layers; l++) {
-      const w = this.#layerWeights(l, runs.layers[l], vec, () => counters + 8 * l);
-      layers.push({
-        ...w,
-        qkv: run(w.qkv),
-        o: run(w.o),
-        gateUp: w.gateUp && run(w.gateUp),
-        down: w.down && run(w.down),
-        moe: w.moe && {
-          ...w.moe,
-          shared: w.moe.shared &&
-            { ...w.moe.shared, gateUp: run(w.moe.shared.gateUp), down: run(w.moe.shared.down) },
-        },
-      });
-    }
+    const layers: LayerWeights[] = weights.layers.map((w, l) =>
+      placeLayer(w, vec, counters + 8 * l)
+    );
     const caches = schedule.steps.map(() => ({ k: L.take(kvBytes), v: L.take(kvBytes) }));
-    this.#kv = { caches, elt: options.kvCache === "f32" ? 4 : 2, heads: c.kvHeads };
+    this.#kv = { caches, layout: kvLayout };
     this.#times = L.take(8 * (schedule.steps.length + 1));
-    const disk = this.#diskTier(options, schedule, layers, batch, expertsQuantized, L, vectors);
+    const opened = openDiskTier(options, weights, schedule, batch, L, vectors);
+    this.#stage = opened?.stage;
+    this.#direct = opened?.direct;
+    const disk = opened?.tier;
     this.#counters = layers.map((w) => w.moe?.counter ?? -1);
     this.#counterBytes = new Uint8Array(8 * c.layers);
-    this.#bankBytes = layers.map((w) =>
-      w.moe === undefined
-        ? 0
-        : w.moe.gateUp.reduce((n, r, e) => n + r.length + w.moe!.down[e].length, 0)
-    );
-    const outputNorm = vec(this.#norm(VOCAB_LAYER, MATRIX.OUTPUT_NORM, c.hidden))!;
-    const freqGlobal = vec(ropeFrequencies(c.ropeDims, c.ropeTheta, c.ropeScaling))!;
-    const freqLocal = vec(ropeFrequencies(c.ropeDims, c.ropeLocalTheta, null))!;
+    const outputNorm = vec(weights.outputNorm);
+    const freqGlobal = vec(ropeFrequencies(c.ropeDims, c.ropeTheta, c.ropeScaling));
+    const freqLocal = vec(ropeFrequencies(c.ropeDims, c.ropeLocalTheta, null));
     const ones = c.vNorm ? vec(new Float32Array(c.headDim).fill(1)) : undefined;
-    const embd = run(runs.embd);
-    const output = run(runs.output);
     this.#stateBuffers = s;
 
     // Not huge pages: the KV cache is touched a position at a time, and a
@@ -589,13 +254,26 @@ export class Transformer {
       for (const [at, v] of vectors) {
         this.#workspace.write(at, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
       }
-      this.#plan = this.#buildPlan(c, s, layers, caches, embd, output, {
-        outputNorm,
-        freqGlobal,
-        freqLocal,
-        ones,
-        kvType: options.kvCache === "f32" ? 1 : 2,
-      }, disk);
+      const blocks: BlockContext = {
+        b: new PlanBuilder(),
+        c,
+        s,
+        layers,
+        v: { outputNorm, freqGlobal, freqLocal, ones, kvType: kvPlanType(kvLayout.type) },
+        caches,
+        disk,
+      };
+      const built = buildForwardPlan(blocks, {
+        schedule,
+        embd: weights.embd,
+        output: weights.output,
+        times: this.#times,
+        workspace: this.#workspace,
+        batch,
+        positions: ctx * sequences,
+      });
+      this.#plan = built.plan;
+      this.#head = built.head;
     } catch (error) {
       this.#workspace.close();
       this.#stage?.close();
@@ -617,9 +295,9 @@ export class Transformer {
     this.#readCounters(); // the decode tuning's reads are not the caller's
     this.#totalExpertBytes = 0;
     this.loadStats = {
-      packed: this.#packedBuffer !== undefined,
-      packMs,
-      packedBytes: this.#packedBuffer?.size ?? 0,
+      packed: weights.packed,
+      packMs: weights.packMs,
+      packedBytes: weights.packedBytes,
       workspaceBytes: L.size,
       decodeThreads: this.#singleThreadDecode ? 1 : this.#k.threads,
       decodeTuning,
@@ -643,83 +321,6 @@ export class Transformer {
       }
     }
     return { singleMs: best[0], poolMs: best[1] };
-  }
-
-  /**
-   * Opens the disk expert tier when asked for and the model has experts:
-   * the file for direct reads, staging slots for every expert a batch can
-   * have in flight over the fetch window (one pass when sync, the expert
-   * queue's length when staged) plus the LRU cache, and in the workspace
-   * each layer's expert file ranges and the saved selections and inputs.
-   */
-  #diskTier(
-    options: TransformerOptions,
-    schedule: Schedule,
-    layers: LayerWeights[],
-    batch: number,
-    quantized: boolean,
-    L: Layout,
-    vectors: [number, Float32Array][],
-  ): DiskTier | undefined {
-    const c = this.config;
-    const tier = options.expertTier ?? "mmap";
-    const fetch = options.expertFetch ?? "sync";
-    if (tier !== "mmap" && tier !== "disk") {
-      throw new RangeError(`model: expert tier "${tier}" is not mmap or disk`);
-    }
-    if (fetch !== "sync" && fetch !== "staged") {
-      throw new RangeError(`model: expert fetch "${fetch}" is not sync or staged`);
-    }
-    const cacheMiB = options.expertCacheMiB ?? 0;
-    if (!Number.isFinite(cacheMiB) || cacheMiB < 0 || cacheMiB > 1 << 20) {
-      throw new RangeError(`model: an expert cache of ${cacheMiB} MiB`);
-    }
-    if (tier === "mmap" || c.moe === null) return undefined;
-    const moe = c.moe;
-    const staged = fetch === "staged" && schedule.queueSlots > 0;
-    // As many slots in both modes (the staged window's), so that sync and
-    // staged differ only in when they wait, not in what stays cached.
-    const window = Math.max(1, schedule.queueSlots);
-    let span = 0;
-    for (const w of layers) {
-      w.moe?.gateUp.forEach((g, e) => span = Math.max(span, g.length + w.moe!.down[e].length));
-    }
-    const direct = openDirect(this.#file.path);
-    try {
-      const slotBytes = span + 2 * direct.alignment;
-      const inFlight = window * Math.min(moe.experts, batch * moe.topK);
-      const slots = inFlight + Math.floor(cacheMiB * 2 ** 20 / slotBytes);
-      if (slots > 4096) {
-        throw new RangeError(
-          `model: the disk tier needs ${slots} staging slots, more than 4096 (lower the batch or the cache)`,
-        );
-      }
-      this.#stage = createStage(direct, slotBytes, slots);
-    } catch (error) {
-      direct.close();
-      throw error;
-    }
-    this.#direct = direct;
-    const spans = layers.map((w, l) => {
-      if (w.moe === undefined) return -1;
-      const bank = this.#file.file.experts.get(l)!;
-      const table = new BigUint64Array(bank.spans.length * 2);
-      bank.spans.forEach((x, e) => {
-        table[2 * e] = BigInt(x.offset);
-        table[2 * e + 1] = BigInt(x.length);
-      });
-      const at = L.take(table.byteLength);
-      vectors.push([at, new Float32Array(table.buffer)]);
-      return at;
-    });
-    const xBytes = quantized ? actRowBytes(c.hidden) : c.hidden * 4;
-    return {
-      stage: this.#stage,
-      staged,
-      spans,
-      sel: Array.from({ length: staged ? window : 1 }, () => L.rows(12 * moe.topK, batch)),
-      x: Array.from({ length: staged ? window : 1 }, () => L.rows(xBytes, batch)),
-    };
   }
 
   /**
@@ -784,559 +385,6 @@ export class Transformer {
    */
   static fromFile(file: LoadedTiledFile, options: TransformerOptions = {}): Transformer {
     return new Transformer(file, options);
-  }
-
-  /**
-   * The forward pass, decided here and run by the library in one call per
-   * batch: for every token of the batch, at its own position,
-   *
-   * 1. token embedding (times sqrt(d) when the header says so);
-   * 2. per pass of the schedule (scheduler/; one pass per layer except for
-   *    FixedPoint models): attention on the stream the schedule names
-   *    (RMSNorm, one Q8_0 quantization, fused Q/K/V (+ biases), QK-norm,
-   *    V-norm, RoPE, K/V appended to the pass's cache, attention over the
-   *    visible positions, O projection, post-attention norm) added into its
-   *    stream; the dense FFN (RMSNorm, fused gate/up, gated activation, down,
-   *    post-FFN norm) on the stream or delayed residual the schedule names;
-   *    the experts (RMSNorm, f32 router, top-k, only the selected experts'
-   *    tiles, shared expert), into the queue slot of the pass they are
-   *    injected at; then the combination of the layer's combine style;
-   * 3. expert outputs still pending are added (the flush);
-   * 4. for the batch's last token only: final norm, output projection (the
-   *    embeddings when tied), final soft-cap.
-   */
-  #buildPlan(
-    c: ModelConfig,
-    s: RunState,
-    layers: LayerWeights[],
-    caches: { k: number; v: number }[],
-    embd: WeightRun,
-    output: WeightRun,
-    v: {
-      outputNorm: number;
-      freqGlobal: number;
-      freqLocal: number;
-      ones?: number;
-      kvType: number;
-    },
-    disk?: DiskTier,
-  ): Plan {
-    const b = new PlanBuilder();
-    const sched = this.schedule;
-    const qDim = c.heads * c.headDim;
-    const kvDim = c.kvHeads * c.headDim;
-    const pad = (n: number) => Math.ceil(n / 32) * 32;
-    const at = (buf: Buf, floats: number): Buf => ({
-      offset: buf.offset + floats * 4,
-      stride: buf.stride,
-    });
-    const q = s.qkv;
-    const kNew = at(s.qkv, qDim);
-    const vNew = at(s.qkv, qDim + kvDim);
-    const quantized = (r: WeightRun) => r.kind !== RUN_KIND.TILES_F32;
-    /** y = W x, through one quantization of x when the run is quantized. */
-    const project = (r: WeightRun, x: Buf, n: number, xq: Buf, y: Buf, last = false, into = b) => {
-      const o = { lastOnly: last };
-      if (quantized(r)) {
-        into.quantize(x, pad(n), xq, o);
-        into.matmul(r, xq, y, o);
-      } else {
-        into.matmul(r, x, y, o);
-      }
-    };
-    const rope = c.ropeStyle === "normal" ? 0 : 1;
-    const act = c.activation === "silu" ? "silu" : "gelu";
-    const copy = (dst: Buf, src: Buf) => b.lincomb(dst, dst, src, c.hidden, 0, 1);
-
-    /** stream += Attn(N_attn(input)) of layer l with the KV cache of pass `step`. */
-    const attention = (l: number, step: number, input: Buf, stream: Buf) => {
-      const w = layers[l];
-      const window = c.windows[l];
-      // RMSNorm, one quantization of the normed input, fused Q/K/V (+ biases).
-      b.rmsNorm(input, w.attnNorm, s.xb, c.hidden, c.eps);
-      project(w.qkv, s.xb, c.hidden, s.xq, s.qkv);
-      if (w.qBias !== undefined) b.addVec(q, w.qBias, qDim);
-      if (w.kBias !== undefined) b.addVec(kNew, w.kBias, kvDim);
-      if (w.vBias !== undefined) b.addVec(vNew, w.vBias, kvDim);
-      // QK-norm (per head, or over the whole q and k for OLMoE), V-norm, then RoPE.
-      if (w.qNorm !== undefined) {
-        if (c.qkNormFull) b.headNorm(q, 1, qDim, w.qNorm, c.eps);
-        else b.headNorm(q, c.heads, c.headDim, w.qNorm, c.eps);
-      }
-      if (w.kNorm !== undefined) {
-        if (c.qkNormFull) b.headNorm(kNew, 1, kvDim, w.kNorm, c.eps);
-        else b.headNorm(kNew, c.kvHeads, c.headDim, w.kNorm, c.eps);
-      }
-      if (v.ones !== undefined) b.headNorm(vNew, c.kvHeads, c.headDim, v.ones, c.eps);
-      const freqs = window > 0 ? v.freqLocal : v.freqGlobal;
-      b.rope(q, c.heads, c.headDim, c.ropeDims, freqs, rope);
-      b.rope(kNew, c.kvHeads, c.headDim, c.ropeDims, freqs, rope);
-      // Append k and v to the pass's cache; attend over the visible positions.
-      b.kvStore(kNew, caches[step].k, kvDim, v.kvType, c.headDim);
-      b.kvStore(vNew, caches[step].v, kvDim, v.kvType, c.headDim);
-      b.attention({
-        q,
-        k: caches[step].k,
-        v: caches[step].v,
-        kvType: v.kvType,
-        heads: c.heads,
-        kvHeads: c.kvHeads,
-        headDim: c.headDim,
-        window,
-        scale: c.attnScale,
-        softcap: c.attnSoftcap,
-        out: s.att,
-      });
-      // Output projection, optional post-attention norm, into the stream.
-      project(w.o, s.att, qDim, s.attq, s.proj);
-      if (w.postAttnNorm !== undefined) {
-        b.rmsNorm(s.proj, w.postAttnNorm, s.proj, c.hidden, c.eps);
-      }
-      b.add(stream, s.proj, c.hidden);
-    };
-
-    /** out = FFN(N_ffn(input)) of layer l. */
-    const dense = (l: number, input: Buf, out: Buf) => {
-      const w = layers[l];
-      b.rmsNorm(input, w.ffnNorm!, s.xb, c.hidden, c.eps);
-      project(w.gateUp!, s.xb, c.hidden, s.xq, s.gateUp);
-      b.gated(act, s.gateUp, s.hb, c.ffnHidden);
-      project(w.down!, s.hb, c.ffnHidden, s.hq, out);
-      if (w.postFfnNorm !== undefined) b.rmsNorm(out, w.postFfnNorm, out, c.hidden, c.eps);
-    };
-
-    /**
-     * out = MoE(N_moe(input)) of layer l: the shared expert (if any), then
-     * only the selected experts. With the disk tier the selection and the
-     * input are kept in saved buffer `saved` and the experts fetched; unless
-     * `defer`, they are also computed here (else by `finishExperts` at the
-     * injection pass, from the same saved inputs, so with the same result).
-     */
-    const experts = (l: number, input: Buf, out: Buf, saved = 0, defer = false) => {
-      const m = layers[l].moe!;
-      const moe = c.moe!;
-      const sel = disk ? disk.sel[saved] : s.sel;
-      b.rmsNorm(input, m.norm, s.xb, c.hidden, c.eps);
-      b.route(s.xb, m.router, c.hidden, moe.experts, moe.topK, moe.renormalize, sel);
-      const quant = quantized(m.down[0]);
-      if (disk) {
-        if (quant) b.quantize(s.xb, pad(c.hidden), disk.x[saved]);
-        else b.lincomb(disk.x[saved], disk.x[saved], s.xb, c.hidden, 0, 1);
-        b.fetch(disk.stage, l, moe.experts, moe.topK, sel, disk.spans[l]);
-      } else if (quant) {
-        b.quantize(s.xb, pad(c.hidden), s.xq);
-      }
-      b.lincomb(out, out, out, c.hidden, 0, 0);
-      if (m.shared !== undefined) {
-        const sh = m.shared;
-        project(sh.gateUp, s.xb, c.hidden, s.xq, s.gateUp);
-        b.gated(act, s.gateUp, s.hb, sh.ffn);
-        project(sh.down, s.hb, sh.ffn, s.hq, s.shared);
-        b.gateScale(s.shared, c.hidden, sh.gate, s.xb, c.hidden);
-        b.add(out, s.shared, c.hidden);
-      }
-      if (!defer) finishExperts(l, out, saved);
-    };
-    /** out += the selected experts of layer l (from saved buffer `saved` with the disk tier). */
-    const finishExperts = (l: number, out: Buf, saved: number) => {
-      const m = layers[l].moe!;
-      const moe = c.moe!;
-      if (disk) {
-        b.moeStaged({
-          stage: disk.stage,
-          gateUp: m.gateUp[0],
-          down: m.down[0],
-          nExperts: moe.experts,
-          topK: moe.topK,
-          sel: disk.sel[saved],
-          x: disk.x[saved],
-          act,
-          scratch: s.moeScratch,
-          out,
-          counter: m.counter,
-        });
-        return;
-      }
-      b.moe({
-        gateUp: m.gateUp,
-        down: m.down,
-        topK: moe.topK,
-        sel: s.sel,
-        x: quantized(m.down[0]) ? s.xq : s.xb,
-        act,
-        scratch: s.moeScratch,
-        out,
-        counter: m.counter,
-      });
-    };
-
-    const mod = (i: number, n: number) => ((i % n) + n) % n;
-    /** Where the expert output of pass `step` waits until it is injected. */
-    const queued = (step: number) =>
-      s.queue.length === 0 ? s.e : s.queue[mod(step + c.pipeline!.expertDelay, s.queue.length)];
-    /** The disk tier's saved selection and input of pass `step`. */
-    const savedOf = (step: number) =>
-      disk === undefined || disk.sel.length === 1
-        ? 0
-        : mod(step + c.pipeline!.expertDelay, disk.sel.length);
-    const staged = disk?.staged ?? false;
-    /** Adds the expert output of pass `from` (computed here when staged) into `into`. */
-    const inject = (from: number, into: Buf) => {
-      if (staged) finishExperts(sched.steps[from].layer, queued(from), savedOf(from));
-      b.add(into, queued(from), c.hidden);
-    };
-    const residual = (r: StreamRead, xIn: Buf): Buf => {
-      if ("residualOf" in r) return s.ring[mod(r.residualOf, s.ring.length)];
-      if (r.stream === "s_f" || r.stream === "xfm_reg") return s.xf;
-      return xIn;
-    };
-
-    // 1. Token embedding (scaled by sqrt(d) when the header says so).
-    b.section("embedding");
-    b.embed(embd, s.x, c.embedScale);
-    b.timestamp(this.#times);
-    if (sched.ringSlots > 0) copy(s.ring[mod(-1, s.ring.length)], s.x);
-    if (sched.style === COMBINE_STYLE.DECOUPLED_STREAMS) copy(s.xf, s.x);
-    if (sched.style === COMBINE_STYLE.PIPELINE_REGISTERS) copy(s.xf, s.x);
-
-    // 2. The passes.
-    for (const step of sched.steps) {
-      const l = step.layer;
-      b.section(`layer ${step.step} attention`);
-      switch (sched.style) {
-        case COMBINE_STYLE.DECOUPLED_STREAMS: {
-          attention(l, step.step, s.x, s.x);
-          b.section(`layer ${step.step} ffn`);
-          if (step.dense) dense(l, s.xf, s.d);
-          if (step.experts) experts(l, s.xf, s.e);
-          if (step.dense) b.add(s.xf, s.d, c.hidden);
-          if (step.experts) b.add(s.xf, s.e, c.hidden);
-          if (step.merge) {
-            b.lincomb(s.x, s.x, s.xf, c.hidden, 0.5, 0.5);
-            copy(s.xf, s.x);
-          }
-          break;
-        }
-        case COMBINE_STYLE.PIPELINE_REGISTERS: {
-          // f reads the previous layer's xfm_reg; then attn_reg moves on; xfm_reg = attn_reg + f.
-          if (step.dense) dense(l, s.xf, s.d);
-          else b.lincomb(s.d, s.d, s.d, c.hidden, 0, 0);
-          if (step.experts) {
-            experts(l, s.xf, s.e);
-            b.add(s.d, s.e, c.hidden);
-          }
-          attention(l, step.step, s.x, s.x);
-          b.section(`layer ${step.step} ffn`);
-          b.lincomb(s.xf, s.x, s.d, c.hidden, 1, 1);
-          break;
-        }
-        default: {
-          // ParallelSqrt2, DelayedSum, AsyncExperts, FixedPoint and the sequential families.
-          if (
-            step.experts && "stream" in step.experts.input && step.experts.input.stream === "x_in"
-          ) {
-            // AsyncExperts: routed before attention.
-            experts(l, s.x, queued(step.step), savedOf(step.step), staged);
-          }
-          attention(l, step.step, s.x, s.x); // s.x is x_mid from here
-          b.section(`layer ${step.step} ffn`);
-          // Route (and with the disk tier start the reads) before the dense
-          // FFN: the two read different inputs into different buffers, and
-          // routing first gives the reads the dense FFN's time as well.
-          if (
-            step.experts &&
-            !("stream" in step.experts.input && step.experts.input.stream === "x_in")
-          ) {
-            experts(l, s.x, queued(step.step), savedOf(step.step), staged);
-          }
-          if (step.dense) dense(l, residual(step.dense, s.x), s.d);
-          if (sched.style === COMBINE_STYLE.PARALLEL_SQRT2) {
-            const r = Math.fround(1 / Math.SQRT2);
-            if (step.dense) b.lincomb(s.d, s.d, s.e, c.hidden, r, r);
-            else b.lincomb(s.d, s.d, s.e, c.hidden, 0, r);
-            b.add(s.x, s.d, c.hidden);
-          } else {
-            if (step.dense) b.add(s.x, s.d, c.hidden);
-            for (const from of step.injects) inject(from, s.x);
-          }
-          if (sched.ringSlots > 0) copy(s.ring[mod(step.step, s.ring.length)], s.x);
-        }
-      }
-      b.timestamp(this.#times + 8 * (step.step + 1));
-    }
-    // 3. Expert outputs still pending after the last layer.
-    const final = sched.output === "xfm_reg" ? s.xf : s.x;
-    if (sched.flush.length > 0) {
-      b.section("flush");
-      for (const from of sched.flush) inject(from, final);
-    }
-    // 4. Last token only: final norm, output projection (the embeddings when tied), soft-cap.
-    // prefillAll runs the same operations over every row, as a plan of their own (OutputRows).
-    const head: HeadOps = (into, input, norm, out, lastOnly) => {
-      const o = { lastOnly };
-      into.rmsNorm(input, norm, out.xb, c.hidden, c.eps, o);
-      project(output, out.xb, c.hidden, out.xq, out.logits, lastOnly, into);
-      if (c.finalSoftcap > 0) into.softcap(out.logits, c.vocab, c.finalSoftcap, o);
-    };
-    this.#head = { ops: head, norm: v.outputNorm, input: final };
-    b.section("output");
-    head(b, final, v.outputNorm, s, true);
-    return b.build(this.#workspace, this.batch, this.contextLength * this.sequences);
-  }
-
-  #entry(layer: number, id: number): EntryDescriptor | undefined {
-    return findEntry(this.#file.file, layer, id);
-  }
-
-  #norm(layer: number, id: number, n: number): Float32Array | undefined {
-    const e = this.#entry(layer, id);
-    if (e === undefined) return undefined;
-    if (e.kind !== ENTRY_KIND.F32 || e.rows * e.cols !== n) {
-      throw new RangeError(`model: layer ${layer} matrix ${id} has the wrong shape`);
-    }
-    const v = readF32Entry(this.#file.source, e).slice();
-    if (
-      this.config.normOffset !== 0 && id !== MATRIX.Q_BIAS && id !== MATRIX.K_BIAS &&
-      id !== MATRIX.V_BIAS
-    ) {
-      for (let i = 0; i < v.length; i++) v[i] = Math.fround(v[i] + this.config.normOffset);
-    }
-    return v;
-  }
-
-  #bias(layer: number, id: number, n: number): Float32Array | undefined {
-    const e = this.#entry(layer, id);
-    if (e === undefined) return undefined;
-    if (e.kind !== ENTRY_KIND.F32 || e.rows * e.cols !== n) {
-      throw new RangeError(`model: layer ${layer} bias ${id} has the wrong shape`);
-    }
-    return readF32Entry(this.#file.source, e).slice();
-  }
-
-  /** The tiled run holding matrix `id` (with its fused partners, in file order). */
-  #run(layer: number, id: number): WeightRun {
-    const e = this.#entry(layer, id);
-    if (e === undefined || e.kind !== ENTRY_KIND.TILES) {
-      throw new RangeError(`model: layer ${layer} has no tiled matrix ${id}`);
-    }
-    const members: EntryDescriptor[] = [];
-    for (const b of this.#file.file.blocks) {
-      for (const x of b.entries) {
-        if (x.kind === ENTRY_KIND.TILES && x.offset === e.offset && x.layerId === e.layerId) {
-          members.push(x);
-        }
-      }
-    }
-    return {
-      ...tileRunKind(members.map((m) => m.tileType)),
-      region: this.#region,
-      offset: e.offset,
-      length: e.length,
-      cols: e.cols,
-      rows: members.map((m) => m.rows),
-    };
-  }
-
-  /** Every tiled run the forward pass reads. */
-  #collectRuns(): ModelRuns {
-    const c = this.config;
-    const layers: LayerRuns[] = [];
-    for (let l = 0; l < c.layers; l++) {
-      const r: LayerRuns = { qkv: this.#run(l, MATRIX.Q), o: this.#run(l, MATRIX.O) };
-      if (c.ffnHidden > 0) {
-        r.gateUp = this.#run(l, MATRIX.GATE);
-        r.down = this.#run(l, MATRIX.DOWN);
-      }
-      if (c.moe !== null) {
-        r.experts = this.#expertRuns(l);
-        if (this.#entry(l, MATRIX.SHARED_GATE) !== undefined) {
-          r.shared = {
-            gateUp: this.#run(l, MATRIX.SHARED_GATE),
-            down: this.#run(l, MATRIX.SHARED_DOWN),
-          };
-        }
-      }
-      layers.push(r);
-    }
-    const embd = this.#run(VOCAB_LAYER, MATRIX.TOKEN_EMBD);
-    const output = c.tied ? embd : this.#run(VOCAB_LAYER, MATRIX.OUTPUT);
-    return { layers, embd, output };
-  }
-
-  /**
-   * Each expert's gate/up run and down run, found through the layer's
-   * expert table: the plan reads only the spans of the experts it selects.
-   */
-  #expertRuns(l: number): { gateUp: WeightRun[]; down: WeightRun[] } {
-    const c = this.config;
-    const bank = this.#file.file.experts.get(l);
-    if (bank === undefined || bank.spans.length !== c.moe!.experts) {
-      throw new RangeError(`model: layer ${l} has no expert bank of ${c.moe!.experts} experts`);
-    }
-    const { gate, up, down } = bank;
-    if (
-      gate.rows !== up.rows || gate.cols !== c.hidden || up.cols !== c.hidden ||
-      down.rows !== c.hidden || down.cols !== gate.rows
-    ) {
-      throw new RangeError(`model: layer ${l} expert matrices do not fit together`);
-    }
-    const guBytes = matrixTileBytes(gate.tileType, gate.rows, gate.cols) +
-      matrixTileBytes(up.tileType, up.rows, up.cols);
-    const downBytes = matrixTileBytes(down.tileType, down.rows, down.cols);
-    const out = { gateUp: [] as WeightRun[], down: [] as WeightRun[] };
-    for (const span of bank.spans) {
-      if (span.length !== guBytes + downBytes) {
-        throw new RangeError(`model: layer ${l} has an expert span of ${span.length} bytes`);
-      }
-      out.gateUp.push({
-        ...tileRunKind([gate.tileType, up.tileType]),
-        region: this.#region,
-        offset: span.offset,
-        length: guBytes,
-        cols: gate.cols,
-        rows: [gate.rows, up.rows],
-      });
-      out.down.push({
-        ...tileRunKind([down.tileType]),
-        region: this.#region,
-        offset: span.offset + guBytes,
-        length: downBytes,
-        cols: down.cols,
-        rows: [down.rows],
-      });
-    }
-    return out;
-  }
-
-  /**
-   * Packs every Q4_0/Q8_0/Q4_1 run into one allocation of 16-row panels, then
-   * (when `evict`) drops the file pages it came from.
-   */
-  #pack(
-    runs: ModelRuns,
-    evict: boolean,
-    progress?: (done: number, total: number) => void,
-  ): void {
-    // Experts stay in the mapped file: each token reads only its selected
-    // experts' spans, and a packed copy would make all of them resident.
-    const all = new Map<number, WeightRun>();
-    for (const l of runs.layers) {
-      for (const r of [l.qkv, l.o, l.gateUp, l.down, l.shared?.gateUp, l.shared?.down]) {
-        if (r !== undefined) all.set(r.offset, r);
-      }
-    }
-    all.set(runs.embd.offset, runs.embd);
-    all.set(runs.output.offset, runs.output);
-    // Panels hold whole groups of 32 columns; a run with a partial last
-    // group (a 48-wide shared expert) stays in tiles.
-    const todo = [...all.values()].filter((r) =>
-      packableQuant(r) !== undefined && r.cols % 32 === 0
-    );
-    if (todo.length === 0) return;
-    const sizes = todo.map((r) => packedBytes(packableQuant(r)!, r.cols, r.rows));
-    const total = sizes.reduce((a, n) => a + Math.ceil(n / 64) * 64, 0);
-    // 2 MiB aligned and advised: transparent huge pages spare the TLB a miss
-    // every 4 KiB of the stream (where the kernel does not allow them, the
-    // advice is refused and ignored).
-    const dst = allocAligned(total, 2 << 20);
-    try {
-      hugePages(dst);
-      let at = 0;
-      todo.forEach((r, i) => {
-        this.#packedSources.push(r);
-        this.#packedRuns.set(r.offset, packRun(r, dst, at, { evictSource: evict }));
-        at += Math.ceil(sizes[i] / 64) * 64;
-        progress?.(at, total);
-      });
-    } catch (error) {
-      this.#packedRuns.clear();
-      dst.close();
-      throw error;
-    }
-    this.#packedBuffer = dst;
-  }
-
-  #layerWeights(
-    l: number,
-    r: LayerRuns,
-    vec: (v: Float32Array | undefined) => number | undefined,
-    counter: () => number,
-  ): LayerWeights {
-    const c = this.config;
-    const qDim = c.heads * c.headDim;
-    const kvDim = c.kvHeads * c.headDim;
-    const q = this.#entry(l, MATRIX.Q)!;
-    if (
-      q.fused !== FUSED.QKV || r.qkv.rows.length !== 3 || r.qkv.rows[0] !== qDim ||
-      r.qkv.rows[1] !== kvDim || r.qkv.rows[2] !== kvDim
-    ) {
-      throw new RangeError(
-        `model: layer ${l} Q/K/V are not one fused run of ${qDim}/${kvDim}/${kvDim} rows`,
-      );
-    }
-    const w: LayerWeights = {
-      attnNorm: vec(this.#norm(l, MATRIX.ATTN_NORM, c.hidden))!,
-      qkv: r.qkv,
-      qBias: vec(this.#bias(l, MATRIX.Q_BIAS, qDim)),
-      kBias: vec(this.#bias(l, MATRIX.K_BIAS, kvDim)),
-      vBias: vec(this.#bias(l, MATRIX.V_BIAS, kvDim)),
-      qNorm: vec(this.#norm(l, MATRIX.Q_NORM, c.qkNormFull ? qDim : c.headDim)),
-      kNorm: vec(this.#norm(l, MATRIX.K_NORM, c.qkNormFull ? kvDim : c.headDim)),
-      o: r.o,
-      postAttnNorm: vec(this.#norm(l, MATRIX.POST_ATTN_NORM, c.hidden)),
-    };
-    if (r.gateUp !== undefined && r.down !== undefined) {
-      if (
-        r.gateUp.rows.length !== 2 || r.gateUp.rows[0] !== c.ffnHidden ||
-        r.gateUp.rows[1] !== c.ffnHidden
-      ) {
-        throw new RangeError(
-          `model: layer ${l} gate/up are not one fused run of ${c.ffnHidden} rows each`,
-        );
-      }
-      w.ffnNorm = vec(this.#need(this.#norm(l, MATRIX.FFN_NORM, c.hidden), l, "ffn_norm"));
-      w.gateUp = r.gateUp;
-      w.down = r.down;
-      w.postFfnNorm = vec(this.#norm(l, MATRIX.POST_FFN_NORM, c.hidden));
-    }
-    if (r.experts !== undefined) {
-      const moe = c.moe!;
-      const router = this.#entry(l, MATRIX.ROUTER);
-      if (router === undefined || router.kind !== ENTRY_KIND.F32 || router.rows !== moe.experts) {
-        throw new RangeError(`model: layer ${l} has no f32 router of ${moe.experts} rows`);
-      }
-      // The MoE families read the FFN norm; pipeline-native layers have their own.
-      const norm = this.#norm(l, MATRIX.MOE_NORM, c.hidden) ??
-        (c.pipeline === null ? this.#norm(l, MATRIX.FFN_NORM, c.hidden) : undefined);
-      let shared: MoeWeights["shared"];
-      if (r.shared !== undefined) {
-        const ffn = r.shared.down.cols;
-        if (r.shared.gateUp.rows.length !== 2 || r.shared.gateUp.rows[0] !== ffn) {
-          throw new RangeError(`model: layer ${l} shared gate/up are not one fused run`);
-        }
-        const gate = this.#bias(l, MATRIX.SHARED_EXPERT_GATE_INP, c.hidden);
-        shared = {
-          gateUp: r.shared.gateUp,
-          down: r.shared.down,
-          gate: vec(this.#need(gate, l, "shared_expert_gate_inp"))!,
-          ffn,
-        };
-      }
-      w.moe = {
-        norm: vec(this.#need(norm, l, "moe_norm"))!,
-        router: vec(readF32Entry(this.#file.source, router).slice())!,
-        gateUp: r.experts.gateUp,
-        down: r.experts.down,
-        shared,
-        counter: counter(),
-      };
-    }
-    return w;
-  }
-
-  #need<T>(v: T | undefined, l: number, what: string): T {
-    if (v === undefined) throw new RangeError(`model: layer ${l} has no ${what}`);
-    return v;
   }
 
   /** Checks positions of sequence 0 (the single-sequence methods) and marks them held. */
@@ -1408,7 +456,7 @@ export class Transformer {
    * ```
    */
   get expertBankBytes(): readonly number[] {
-    return this.#bankBytes;
+    return this.#weights.bankBytes;
   }
 
   /**
@@ -1622,78 +670,24 @@ export class Transformer {
       );
     }
     const kv = this.#kv!;
-    const ctx = this.contextLength;
-    const hd = this.config.headDim;
-    // Caches are [kv head][sequence x ctx + position][head_dim]: one range per head.
-    const bytes = length * hd * kv.elt;
-    const buffer = new Uint8Array(bytes);
-    for (const cache of kv.caches) {
-      for (const base of [cache.k, cache.v]) {
-        for (let h = 0; h < kv.heads; h++) {
-          const head = base + h * s * ctx * hd * kv.elt;
-          this.#workspace.read(head + from * ctx * hd * kv.elt, bytes, buffer);
-          this.#workspace.write(head + to * ctx * hd * kv.elt, buffer);
-        }
-      }
-    }
+    kv.layout.copyPrefix(this.#workspace, kv.caches.flatMap((c) => [c.k, c.v]), from, to, length);
     this.#filled[to] = length;
   }
 
-  /** Checks the rows of a step and cuts them into batches. */
+  /** Checks the rows of a step and cuts them into batches (step_rows.ts). */
   #stepPlan(rows: readonly StepRow[]): {
-    batches: { first: number; ids: Uint32Array; bases: Uint32Array; positions: Uint32Array }[];
+    batches: StepBatch[];
     span: Map<number, { first: number; next: number }>;
     output: number;
   } {
-    if (rows.length === 0) throw new RangeError("model: step needs at least one row");
-    const ctx = this.contextLength;
-    // Per sequence: its rows' positions must be consecutive and reach back to what it holds.
-    const span = new Map<number, { first: number; next: number }>();
-    for (const [i, r] of rows.entries()) {
-      this.#checkToken(r.token);
-      if (!Number.isSafeInteger(r.sequence) || r.sequence < 0 || r.sequence >= this.sequences) {
-        throw new RangeError(
-          `model: row ${i}: sequence ${r.sequence} is not in [0, ${this.sequences})`,
-        );
-      }
-      if (!Number.isSafeInteger(r.position) || r.position < 0 || r.position >= ctx) {
-        throw new RangeError(
-          `model: row ${i}: position ${r.position} is outside the context of ${ctx}`,
-        );
-      }
-      const seen = span.get(r.sequence);
-      if (seen === undefined) {
-        if (r.position > this.#filled[r.sequence]) {
-          throw new RangeError(
-            `model: row ${i}: sequence ${r.sequence} holds ${
-              this.#filled[r.sequence]
-            } positions; ` +
-              `position ${r.position} would leave a gap`,
-          );
-        }
-        span.set(r.sequence, { first: r.position, next: r.position + 1 });
-      } else if (r.position !== seen.next) {
-        throw new RangeError(
-          `model: row ${i}: sequence ${r.sequence} at position ${r.position}, expected ${seen.next}`,
-        );
-      } else seen.next++;
-    }
+    const { batches, span } = planStepRows(rows, {
+      sequences: this.sequences,
+      context: this.contextLength,
+      batch: this.batch,
+      vocab: this.config.vocab,
+      filled: this.#filled,
+    });
     this.#headRows();
-    const batches = [];
-    for (let i = 0; i < rows.length; i += this.batch) {
-      const n = Math.min(rows.length - i, this.batch);
-      const ids = new Uint32Array(n);
-      const bases = new Uint32Array(n);
-      const positions = new Uint32Array(n);
-      for (let r = 0; r < n; r++) {
-        const row = rows[i + r];
-        ids[r] = row.token;
-        // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
-        bases[r] = row.sequence * ctx;
-        positions[r] = row.position;
-      }
-      batches.push({ first: i, ids, bases, positions });
-    }
     // Everything up to the output section, which would compute the last row's logits only.
     const output = this.#plan.sections.find((x) => x.name === "output")!.first;
     return { batches, span, output };
@@ -1865,12 +859,7 @@ export class Transformer {
    * ```
    */
   evictSource(): number {
-    let bytes = 0;
-    for (const r of this.#packedSources) {
-      this.#region.advise("dontneed", r.offset, r.length);
-      bytes += r.length;
-    }
-    return bytes;
+    return this.#weights.evictSource();
   }
 
   /**
@@ -1886,7 +875,7 @@ export class Transformer {
    * ```
    */
   endPrefill(): void {
-    if (this.#evict === "phase-boundary") this.evictSource();
+    if (this.#weights.evict === "phase-boundary") this.evictSource();
   }
 
   /** The kernel variant this model's plan runs on (`./cflow doctor`). */
@@ -1896,7 +885,7 @@ export class Transformer {
 
   /** The eviction mode chosen at load. */
   get evictMode(): "never" | "after-pack" | "phase-boundary" {
-    return this.#evict;
+    return this.#weights.evict;
   }
 
   /** Frees the plan, the workspace and the packed weights, and unmaps the file. */
@@ -1907,9 +896,7 @@ export class Transformer {
     this.#stage?.close();
     this.#direct?.close();
     this.#workspace.close();
-    this.#packedBuffer?.close();
-    this.#packedBuffer = undefined;
-    this.#file.close();
+    this.#weights.close();
   }
 
   /** Same as {@link close}, for `using`. */

@@ -34,6 +34,7 @@ import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { createHandler, type RequestLogEntry, type ServerState, sha256 } from "./handler.ts";
 import type { ModelSlot } from "./run_generation.ts";
+import type { KvCacheType } from "../model/mod.ts";
 import { SlotPool } from "./slot_pool.ts";
 import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 
@@ -73,7 +74,7 @@ export interface ServerOptions {
   /** Context length of each slot (default: the model's, at most 4096). */
   contextLength?: number;
   /** KV cache type (default f16). */
-  kvCache?: "f16" | "f32";
+  kvCache?: KvCacheType;
   /** Repack weights into panels at load (default "auto"; `TransformerOptions.packed`). */
   packed?: boolean | "auto";
   /** A Jinja chat template to use instead of the model's own. */

@@ -26,7 +26,7 @@
 //   npm install --prefix /tmp/nlc-agree --omit=optional node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1
 //   NLC_DIR=/tmp/nlc-agree node tests/reference/ppl_llamacpp.mjs \
 //     --model cache/models/smollm2-135m-instruct.Q4_1.gguf --file text.txt [--ctx 512] \
-//     [--threads 2] [--flash-attention] [--tokens-out ids.json] [--json]
+//     [--threads 2] [--flash-attention] [--kv-cache f16|f32|q8_0] [--tokens-out ids.json] [--json]
 //
 // The prebuilt CPU binaries are used (`build: "never"`, `gpu: false`); f16 KV cache (llama.cpp's
 // default); flash attention off unless --flash-attention (llama-perplexity's own default is
@@ -66,6 +66,7 @@ async function main() {
       ctx: { type: "string", default: "512" },
       threads: { type: "string", default: "2" },
       "flash-attention": { type: "boolean", default: false },
+      "kv-cache": { type: "string", default: "f16" },
       "tokens-out": { type: "string" },
       json: { type: "boolean", default: false },
     },
@@ -74,6 +75,15 @@ async function main() {
   const ctx = Number(values.ctx);
   const threads = Number(values.threads);
   if (!Number.isSafeInteger(ctx) || ctx < 4) throw new Error(`bad --ctx ${values.ctx}`);
+  // llama.cpp's -ctk/-ctv: a quantized V cache needs flash attention there.
+  const kvTypes = { f16: "F16", f32: "F32", q8_0: "Q8_0" };
+  const kvType = kvTypes[values["kv-cache"]];
+  if (kvType === undefined) {
+    throw new Error(`bad --kv-cache ${values["kv-cache"]}: f16, f32 or q8_0`);
+  }
+  if (kvType === "Q8_0" && !values["flash-attention"]) {
+    throw new Error("--kv-cache q8_0 needs --flash-attention (llama.cpp quantizes V only with it)");
+  }
 
   const dir = process.env.NLC_DIR;
   if (!dir) throw new Error("set NLC_DIR to the folder node-llama-cpp was installed into");
@@ -106,6 +116,8 @@ async function main() {
     batchSize: ctx,
     threads,
     flashAttention: values["flash-attention"],
+    experimentalKvCacheKeyType: kvType,
+    experimentalKvCacheValueType: kvType,
   });
   const seq = context.getSequence();
   const score = { generateNext: { probabilities: true, options: { temperature: 0 } } };
