@@ -58,6 +58,8 @@ export interface ServerState {
   contextLength: number;
   /** The id /v1/models lists. */
   modelId: string;
+  /** The KV cache's element type and bytes per position (GET /health, /slots). */
+  kv?: { type: string; bytesPerToken: number };
   /** The chat template, or undefined when the model has none. */
   chatTemplate?: string;
   limits: RequestLimits;
@@ -450,13 +452,24 @@ async function completions(
 async function route(state: ServerState, request: Request, info: RequestInfo): Promise<Response> {
   const { pathname } = new URL(request.url);
   const routes: Record<string, [string, () => Promise<Response> | Response]> = {
-    "/health": ["GET", () =>
-      jsonResponse({
+    "/health": ["GET", () => {
+      // KV use: the positions every slot's cache holds, against what all of them can hold.
+      const held = state.slots.reduce((n, slot) => n + (slot.cache?.tokens.length ?? 0), 0);
+      const per = state.kv?.bytesPerToken ?? 0;
+      return jsonResponse({
         status: "ok",
         slots_idle: state.pool.idle,
         slots_total: state.pool.size,
         queued: state.pool.queued,
-      })],
+        kv_cache: {
+          type: state.kv?.type ?? "f16",
+          tokens: held,
+          bytes: held * per,
+          capacity_tokens: state.slots.length * state.contextLength,
+          capacity_bytes: state.slots.length * state.contextLength * per,
+        },
+      });
+    }],
     // llama-server's shape: one entry per slot; `cached_tokens` is the KV cache it holds.
     "/slots": ["GET", () =>
       jsonResponse(
@@ -465,6 +478,7 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
           n_ctx: slot.model.contextLength,
           is_processing: !state.pool.isIdle(slot),
           cached_tokens: slot.cache?.tokens.length ?? 0,
+          kv_bytes: (slot.cache?.tokens.length ?? 0) * (state.kv?.bytesPerToken ?? 0),
         })),
       )],
     "/v1/models": ["GET", () =>

@@ -34,7 +34,7 @@ import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { createHandler, type RequestLogEntry, type ServerState, sha256 } from "./handler.ts";
 import type { ModelSlot } from "./run_generation.ts";
-import type { KvCacheType } from "../model/mod.ts";
+import { kvBytesPerPosition, type KvCacheType } from "../model/mod.ts";
 import { SlotPool } from "./slot_pool.ts";
 import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 
@@ -238,6 +238,10 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     vocab: first.model.config.vocab,
     contextLength: first.model.contextLength,
     modelId: options.modelId ?? options.model.split("/").pop()!,
+    kv: {
+      type: options.kvCache ?? "f16",
+      bytesPerToken: kvBytesPerPosition(first.model.config, options.kvCache ?? "f16"),
+    },
     chatTemplate,
     limits,
     apiKeyHash: options.apiKey === undefined ? undefined : await sha256(options.apiKey),

@@ -201,6 +201,21 @@ Deno.test({
         for (const x of slots) {
           assert.ok(x.n_ctx > 0 && x.cached_tokens > 40 && x.cached_tokens <= x.n_ctx);
         }
+        // GET /health: the KV use of all slots, in positions and bytes (f16: 2 bytes a value).
+        const h = await (await fetch(`${server.url}/health`)).json();
+        const held = slots.reduce(
+          (n: number, x: { cached_tokens: number }) => n + x.cached_tokens,
+          0,
+        );
+        const perToken = 30 * 2 * 3 * 64 * 2; // SmolLM2: 30 layers, K and V, 3 KV heads of 64
+        assert.deepEqual(h.kv_cache, {
+          type: "f16",
+          tokens: held,
+          bytes: held * perToken,
+          capacity_tokens: 2 * slots[0].n_ctx,
+          capacity_bytes: 2 * slots[0].n_ctx * perToken,
+        });
+        for (const x of slots) assert.equal(x.kv_bytes, x.cached_tokens * perToken);
       } finally {
         abort.abort();
         await reader.cancel().catch(() => {});
@@ -368,7 +383,8 @@ Deno.test({
         if (h.slots_idle === 2) break;
         await new Promise((r) => setTimeout(r, 20));
       }
-      assert.deepEqual(h, { status: "ok", slots_idle: 2, slots_total: 2, queued: 0 });
+      const { kv_cache: _, ...slotsOf } = h;
+      assert.deepEqual(slotsOf, { status: "ok", slots_idle: 2, slots_total: 2, queued: 0 });
       const again = await readStream(server.url, request(prompts[0]));
       assert.equal(again.text, solo[0]);
     });
@@ -420,7 +436,8 @@ Deno.test({
         if (h.slots_idle === 1 && h.queued === 0) break;
         await new Promise((r) => setTimeout(r, 10));
       }
-      assert.deepEqual(h, { status: "ok", slots_idle: 1, slots_total: 1, queued: 0 });
+      const { kv_cache: _, ...slotsOf } = h;
+      assert.deepEqual(slotsOf, { status: "ok", slots_idle: 1, slots_total: 1, queued: 0 });
       const ok = await post(`${server.url}/v1/chat/completions`, { ...long, max_tokens: 4 });
       assert.equal(ok.status, 200);
       await ok.body?.cancel();
@@ -543,6 +560,43 @@ Deno.test({
         400,
         "logprobs",
       );
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "serve --kv-cache q8_0: batched slots answer as one slot alone does, at 34/64 of f16's KV bytes",
+  ignore: !present,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const ask = (content: string) => ({
+      messages: [{ role: "user", content }],
+      temperature: 0,
+      max_tokens: 16,
+    });
+    const questions = ["Name a fruit.", "Name a color.", "Name a city."];
+    const solo: string[] = [];
+    await withServer({ parallel: 1, kvCache: "q8_0" }, async (server) => {
+      for (const q of questions) {
+        const r = await (await post(`${server.url}/v1/chat/completions`, ask(q))).json();
+        solo.push(r.choices[0].message.content);
+      }
+    });
+    await withServer({ parallel: 3, kvCache: "q8_0" }, async (server) => {
+      const got = await Promise.all(
+        questions.map(async (q) =>
+          (await (await post(`${server.url}/v1/chat/completions`, ask(q))).json()).choices[0]
+            .message.content
+        ),
+      );
+      assert.deepEqual(got, solo);
+      const h = await (await fetch(`${server.url}/health`)).json();
+      assert.equal(h.kv_cache.type, "q8_0");
+      const perToken = 30 * 2 * 3 * 68; // a head row of 64 values is two 34-byte Q8_0 blocks
+      assert.equal(h.kv_cache.bytes, h.kv_cache.tokens * perToken);
+      assert.ok(h.kv_cache.tokens > 0);
     });
   },
 });
