@@ -98,6 +98,18 @@ Deno.test("plans refuse what does not fit, naming the operation", () => {
   assert.throws(() =>
     new PlanBuilder().rmsNorm({ offset: 0, stride: 0 }, 0, { offset: 0, stride: 0 }, 4, NaN)
   );
+  // KV caches: Q8_0 (type 3) only on whole blocks of 32; its size follows from the type.
+  const kv = (kvType: number, headDim: number, context: number) => {
+    const p = new PlanBuilder();
+    p.kvStore({ offset: 0, stride: 256 }, 1024, 2 * headDim, kvType, headDim);
+    return status(() => p.build(ws, 1, context).close());
+  };
+  assert.equal(kv(3, 32, 16), STATUS.OK); // 16 x 64 values: 32 blocks of 34 bytes
+  assert.equal(kv(3, 16, 16), STATUS.INVALID_ARG);
+  assert.equal(kv(4, 32, 16), STATUS.INVALID_ARG);
+  assert.equal(kv(3, 32, 32), STATUS.OK); // 32 x 64 values: 64 blocks, 2,176 bytes from 1,024
+  assert.equal(kv(3, 32, 64), STATUS.RANGE); // 4,352 bytes: past the 4,096 of the workspace
+  assert.equal(kv(2, 32, 32), STATUS.RANGE); // f16: 4,096 bytes from offset 1,024
   run.region.close();
 });
 
