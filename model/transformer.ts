@@ -27,7 +27,7 @@ import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
 import { COMBINE_STYLE, type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
 import { buildSchedule, type Schedule } from "../scheduler/mod.ts";
 import { OutputRows } from "./output_rows.ts";
-import { kvBytesPerPosition, KvLayout, kvPlanType } from "./kv_cache.ts";
+import { kvBytesPerPosition, KvLayout, kvPlanType, kvRowBytes } from "./kv_cache.ts";
 import {
   type BlockContext,
   type LayerWeights,
@@ -121,7 +121,7 @@ export class Transformer {
    */
   readonly schedule: Schedule;
 
-  private constructor(file: LoadedTiledFile, options: TransformerOptions) {
+  private constructor(file: LoadedTiledFile, options: TransformerOptions, loaded?: ModelWeights) {
     this.#k = openKernels();
     const c = modelConfig(file.file);
     this.config = c;
@@ -158,16 +158,18 @@ export class Transformer {
     }
     this.batch = batch;
 
-    // Weights: the tiled runs of the file, packed into panels where that is faster.
-    const packed = options.packed ?? "auto";
-    if (packed !== true && packed !== false && packed !== "auto") {
-      throw new RangeError(`model: packed ${packed} is not true, false or "auto"`);
-    }
-    const weights = new ModelWeights(file, c, {
-      packed: packed === "auto" ? panelsByDefault(this.#k.variant) : packed,
-      evict: options.evict ?? (options.evictSource === false ? "never" : "after-pack"),
-      packProgress: options.packProgress,
+    // The KV cache's layout, checked before anything is packed (q8_0 needs head_dim % 32 == 0).
+    // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
+    const kvLayout = new KvLayout({
+      type: options.kvCache ?? "f16",
+      heads: c.kvHeads,
+      headDim: c.headDim,
+      context: ctx,
+      sequences,
     });
+
+    // Weights: the tiled runs of the file, packed into panels where that is faster.
+    const weights = loaded ?? new ModelWeights(file, c, weightOptions(options, this.#k.variant));
     this.#weights = weights;
 
     // Workspace: activations for a batch, norms, RoPE tables, KV caches.
@@ -217,14 +219,6 @@ export class Transformer {
       vectors.push([at, v]);
       return at;
     };
-    // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
-    const kvLayout = new KvLayout({
-      type: options.kvCache ?? "f16",
-      heads: c.kvHeads,
-      headDim: c.headDim,
-      context: ctx,
-      sequences,
-    });
     const kvBytes = kvLayout.cacheBytes;
     // One block of u64 expert-byte counters, one per layer, read in one call per token.
     const counters = L.take(8 * c.layers);
@@ -278,6 +272,7 @@ export class Transformer {
       this.#workspace.close();
       this.#stage?.close();
       this.#direct?.close();
+      if (loaded === undefined) weights.release();
       throw error;
     }
     this.#logits = new Float32Array(c.vocab);
@@ -373,6 +368,47 @@ export class Transformer {
       return new Transformer(file, options);
     } catch (error) {
       file.close();
+      throw error;
+    }
+  }
+
+  /**
+   * {@link load} without blocking the event loop for long: the weights are
+   * packed with a macrotask turn between runs (`ModelWeights.load`), so a
+   * server answers other requests while a large model loads. The same
+   * model as {@link load} gives.
+   *
+   * @example
+   * ```ts ignore
+   * const model = await Transformer.loadAsync("smollm2.cflow");
+   * ```
+   */
+  static async loadAsync(path: string, options: TransformerOptions = {}): Promise<Transformer> {
+    const file = loadTiledFile(path, { verifyChecksums: options.verifyChecksums ?? false });
+    try {
+      return await Transformer.fromFileAsync(file, options);
+    } catch (error) {
+      file.close();
+      throw error;
+    }
+  }
+
+  /**
+   * {@link fromFile} with the weights packed as {@link loadAsync} does. The
+   * model owns the file once this resolves; if it rejects, the caller still
+   * does.
+   */
+  static async fromFileAsync(
+    file: LoadedTiledFile,
+    options: TransformerOptions = {},
+  ): Promise<Transformer> {
+    const c = modelConfig(file.file);
+    kvRowBytes(options.kvCache ?? "f16", c.headDim); // refused before anything is packed
+    const weights = await ModelWeights.load(file, c, weightOptions(options, openKernels().variant));
+    try {
+      return new Transformer(file, options, weights);
+    } catch (error) {
+      weights.release();
       throw error;
     }
   }
@@ -903,4 +939,20 @@ export class Transformer {
   [Symbol.dispose](): void {
     this.close();
   }
+}
+
+/** What ModelWeights is given for these options on this kernel variant. */
+function weightOptions(
+  options: TransformerOptions,
+  variant: VariantName,
+): ConstructorParameters<typeof ModelWeights>[2] {
+  const packed = options.packed ?? "auto";
+  if (packed !== true && packed !== false && packed !== "auto") {
+    throw new RangeError(`model: packed ${packed} is not true, false or "auto"`);
+  }
+  return {
+    packed: packed === "auto" ? panelsByDefault(variant) : packed,
+    evict: options.evict ?? (options.evictSource === false ? "never" : "after-pack"),
+    packProgress: options.packProgress,
+  };
 }

@@ -123,26 +123,23 @@ export class ModelWeights {
   readonly file: LoadedTiledFile;
   /** The model's configuration. */
   readonly config: ModelConfig;
-  /** Per layer: runs and vectors. */
-  readonly layers: LayerTensors[];
-  /** Token embeddings. */
-  readonly embd: WeightRun;
-  /** Output projection (the embeddings when tied). */
-  readonly output: WeightRun;
   /** The final norm. */
   readonly outputNorm: Float32Array;
   /** Whether some expert's tiles are quantized (their input is then Q8_0 rows). */
   readonly expertsQuantized: boolean;
   /** Per layer, the bytes of all its experts' tiles (0 without experts). */
   readonly bankBytes: readonly number[];
-  /** Milliseconds packing took (0 when nothing was packed). */
-  readonly packMs: number;
   /** The eviction mode. */
   readonly evict: EvictMode;
   readonly #packedRuns = new Map<number, WeightRun>();
   /** The file ranges the packed copy was made from. */
   readonly #sources: WeightRun[] = [];
   #buffer: AlignedBuffer | undefined;
+  readonly #runs: ModelRuns;
+  #layers: LayerTensors[] = [];
+  #embd!: WeightRun;
+  #output!: WeightRun;
+  #packMs = 0;
 
   /**
    * Collects the file's runs and vectors, checking every shape against the
@@ -167,36 +164,18 @@ export class ModelWeights {
     }
     this.evict = evict;
     const runs = this.#collectRuns();
-    const packStart = performance.now();
-    if (options.packed) this.#pack(runs, evict !== "never", options.packProgress);
-    this.packMs = this.#buffer ? performance.now() - packStart : 0;
-    try {
-      const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
-      this.layers = runs.layers.map((r, l) => {
-        const w = this.#layerTensors(l, r);
-        return {
-          ...w,
-          qkv: run(w.qkv),
-          o: run(w.o),
-          gateUp: w.gateUp && run(w.gateUp),
-          down: w.down && run(w.down),
-          moe: w.moe && {
-            ...w.moe,
-            shared: w.moe.shared &&
-              { ...w.moe.shared, gateUp: run(w.moe.shared.gateUp), down: run(w.moe.shared.down) },
-          },
-        };
-      });
-      this.embd = run(runs.embd);
-      this.output = run(runs.output);
-      this.outputNorm = this.#need(
-        this.#norm(VOCAB_LAYER, MATRIX.OUTPUT_NORM, config.hidden),
-        -1,
-        "output_norm",
-      );
-    } catch (error) {
-      this.#buffer?.close();
-      throw error;
+    this.#runs = runs;
+    this.outputNorm = this.#need(
+      this.#norm(VOCAB_LAYER, MATRIX.OUTPUT_NORM, config.hidden),
+      -1,
+      "output_norm",
+    );
+    this.#resolve(); // checks every layer's shapes before anything is packed
+    if (options.packed) {
+      const start = performance.now();
+      for (const _ of this.#packSteps(options.packProgress)) { /* all at once */ }
+      this.#packMs = performance.now() - start;
+      this.#resolve();
     }
     this.expertsQuantized = runs.layers.some((r) =>
       r.experts !== undefined && r.experts.down[0].kind !== RUN_KIND.TILES_F32
@@ -206,6 +185,79 @@ export class ModelWeights {
         ? 0
         : w.moe.gateUp.reduce((n, r, e) => n + r.length + w.moe!.down[e].length, 0)
     );
+  }
+
+  /**
+   * {@link ModelWeights} built without blocking the event loop for long: a
+   * macrotask turn between the runs it packs (each one FFI call of at most
+   * a few hundred milliseconds on a large matrix), so that a server keeps
+   * answering (its `/health` says "loading") while a model loads.
+   *
+   * @example
+   * ```ts ignore
+   * const weights = await ModelWeights.load(file, modelConfig(file.file), { packed: true });
+   * ```
+   */
+  static async load(
+    file: LoadedTiledFile,
+    config: ModelConfig,
+    options: {
+      packed: boolean;
+      evict?: EvictMode;
+      packProgress?: (done: number, total: number) => void;
+    },
+  ): Promise<ModelWeights> {
+    const w = new ModelWeights(file, config, { ...options, packed: false });
+    if (!options.packed) return w;
+    const start = performance.now();
+    for (const _ of w.#packSteps(options.packProgress)) {
+      await new Promise<void>((resolve) => setTimeout(resolve, 0));
+    }
+    w.#packMs = performance.now() - start;
+    w.#resolve();
+    return w;
+  }
+
+  /** Per layer: runs (packed where packed) and vectors. */
+  get layers(): readonly LayerTensors[] {
+    return this.#layers;
+  }
+
+  /** Token embeddings. */
+  get embd(): WeightRun {
+    return this.#embd;
+  }
+
+  /** Output projection (the embeddings when tied). */
+  get output(): WeightRun {
+    return this.#output;
+  }
+
+  /** Milliseconds packing took (0 when nothing was packed). */
+  get packMs(): number {
+    return this.#buffer === undefined ? 0 : this.#packMs;
+  }
+
+  /** The layers' tensors, each run replaced by its packed copy where there is one. */
+  #resolve(): void {
+    const run = (r: WeightRun) => this.#packedRuns.get(r.offset) ?? r;
+    this.#layers = this.#runs.layers.map((r, l) => {
+      const w = this.#layerTensors(l, r);
+      return {
+        ...w,
+        qkv: run(w.qkv),
+        o: run(w.o),
+        gateUp: w.gateUp && run(w.gateUp),
+        down: w.down && run(w.down),
+        moe: w.moe && {
+          ...w.moe,
+          shared: w.moe.shared &&
+            { ...w.moe.shared, gateUp: run(w.moe.shared.gateUp), down: run(w.moe.shared.down) },
+        },
+      };
+    });
+    this.#embd = run(this.#runs.embd);
+    this.#output = run(this.#runs.output);
   }
 
   /** Whether some runs were packed into panels. */
@@ -231,10 +283,15 @@ export class ModelWeights {
     return bytes;
   }
 
-  /** Frees the packed copy and unmaps the file. */
-  close(): void {
+  /** Frees the packed copy, leaving the file mapped (its owner closes it). */
+  release(): void {
     this.#buffer?.close();
     this.#buffer = undefined;
+  }
+
+  /** Frees the packed copy and unmaps the file. */
+  close(): void {
+    this.release();
     this.file.close();
   }
 
@@ -366,11 +423,9 @@ export class ModelWeights {
    * Packs every Q4_0/Q8_0/Q4_1 run into one allocation of 16-row panels, then
    * (when `evict`) drops the file pages it came from.
    */
-  #pack(
-    runs: ModelRuns,
-    evict: boolean,
-    progress?: (done: number, total: number) => void,
-  ): void {
+  *#packSteps(progress?: (done: number, total: number) => void): Generator<void> {
+    const runs = this.#runs;
+    const evict = this.evict !== "never";
     // Experts stay in the mapped file: each token reads only its selected
     // experts' spans, and a packed copy would make all of them resident.
     const all = new Map<number, WeightRun>();
@@ -393,21 +448,24 @@ export class ModelWeights {
     // every 4 KiB of the stream (where the kernel does not allow them, the
     // advice is refused and ignored).
     const dst = allocAligned(total, 2 << 20);
+    this.#buffer = dst;
     try {
       hugePages(dst);
       let at = 0;
-      todo.forEach((r, i) => {
+      for (const [i, r] of todo.entries()) {
         this.#sources.push(r);
         this.#packedRuns.set(r.offset, packRun(r, dst, at, { evictSource: evict }));
         at += Math.ceil(sizes[i] / 64) * 64;
         progress?.(at, total);
-      });
+        yield;
+      }
     } catch (error) {
       this.#packedRuns.clear();
+      this.#sources.length = 0;
+      this.#buffer = undefined;
       dst.close();
       throw error;
     }
-    this.#buffer = dst;
   }
 
   #layerTensors(l: number, r: LayerRuns): LayerTensors {

@@ -84,3 +84,37 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
     throw error;
   }
 }
+
+/**
+ * {@link openModel} without blocking the event loop for long: the weights are
+ * packed with a macrotask turn between runs (`Transformer.fromFileAsync`),
+ * so a server can answer `/health` ("loading") meanwhile. The same model.
+ *
+ * @example
+ * ```ts ignore
+ * import { openModelAsync } from "./open_model.ts";
+ * const { model, tokenizer } = await openModelAsync("smollm2.cflow");
+ * model.close();
+ * ```
+ */
+export async function openModelAsync(
+  path: string,
+  options: TransformerOptions = {},
+): Promise<OpenedModel> {
+  const file = loadTiledFile(path, { verifyChecksums: options.verifyChecksums ?? false });
+  let model: Transformer | undefined;
+  try {
+    const tokenizer = tokenizerOf(file, path);
+    model = await Transformer.fromFileAsync(file, options);
+    if (tokenizer.vocabSize > model.config.vocab) {
+      throw new RangeError(
+        `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
+      );
+    }
+    return { model, tokenizer };
+  } catch (error) {
+    if (model !== undefined) model.close();
+    else file.close();
+    throw error;
+  }
+}

@@ -248,3 +248,27 @@ Deno.test("step: a batch whose last row alone wants logits runs the plan's own h
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("Transformer.loadAsync packs with event-loop turns between runs and gives load's logits", async () => {
+  const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "step-async-" });
+  try {
+    const path = await convertFixture("hf_logits/llama_gqa_untied", dir);
+    using sync = Transformer.load(path, { contextLength: 8, packed: true });
+    let turns = 0;
+    const timer = setInterval(() => turns++, 0);
+    const pending = Transformer.loadAsync(path, { contextLength: 8, packed: true });
+    using model = await pending;
+    clearInterval(timer);
+    assert.ok(model.loadStats.packed, "packed");
+    assert.ok(turns >= 1, `the event loop turned ${turns} times while it packed`);
+    for (const [p, tok] of [3, 1, 4, 1, 5].entries()) {
+      sameBits(model.forward(tok, p).slice(), sync.forward(tok, p), `position ${p}`);
+    }
+    await assert.rejects(
+      () => Transformer.loadAsync(path, { contextLength: 8, kvCache: "q8_0" }),
+      /multiple of 32/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
