@@ -207,6 +207,13 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: "refuse unknown request fields (400) and bodies not typed application/json (415)",
     },
     {
+      name: "drain-timeout",
+      type: "string",
+      arg: "S",
+      help:
+        "on SIGTERM/SIGINT, seconds running generations may take to finish (default 30); new ones get 503",
+    },
+    {
       name: "format",
       type: "string",
       arg: "F",
@@ -358,7 +365,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)",
     description:
       "Serves /v1/chat/completions, /v1/completions (streamed or whole), /v1/models, /health,\n" +
-      "/slots, /tokenize and /detokenize until SIGINT or SIGTERM. Prints 'listening on URL' once ready.\n" +
+      "/health/live, /metrics (Prometheus), /slots, /tokenize and /detokenize. Prints 'listening\n" +
+      "on URL' once ready (/health answers 503 while the model loads). SIGTERM or SIGINT drains:\n" +
+      "new generations get 503 with Retry-After, running ones finish (up to --drain-timeout), then\n" +
+      "it exits 0; a second signal stops at once.\n" +
       "The weights are loaded once; --parallel N slots decode together in shared steps\n" +
       "(continuous batching), each with its own KV cache. Unknown request fields are\n" +
       "ignored (named in the x-cflow-ignored-fields header and the log) and a body without an\n" +
@@ -371,6 +381,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "parallel",
       "api-key",
       "strict",
+      "drain-timeout",
       ...MODEL,
       "template",
       ["json", "print the listening line and the request log lines as JSON"],

@@ -457,6 +457,9 @@ export async function main(args: string[]): Promise<number> {
             parallel: parallel === undefined ? 1 : int(parallel, "--parallel", 1, 256),
             apiKey: str(p, "api-key"),
             strict: flag(p, "strict"),
+            drainTimeout: str(p, "drain-timeout") === undefined
+              ? 30
+              : int(str(p, "drain-timeout")!, "--drain-timeout", 0, 86400),
           });
         }
         if (command === "perplexity") {

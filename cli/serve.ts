@@ -17,6 +17,8 @@ export interface ServeArgs extends ModelArgs {
   apiKey?: string;
   /** Refuse unknown fields and bodies not typed application/json. */
   strict?: boolean;
+  /** Seconds a SIGTERM/SIGINT drain lets running generations take (default 30). */
+  drainTimeout?: number;
 }
 
 /**
@@ -78,7 +80,21 @@ export async function runServe(args: ServeArgs): Promise<number> {
     strict: args.strict,
     log: (e) => console.error(requestLogLine(e, args.json)),
   });
-  const stop = () => void server.close();
+  // The first signal drains (new generations get 503, running ones finish, up to the
+  // timeout); a second one stops at once.
+  let draining = false;
+  const stop = () => {
+    if (draining) {
+      void server.close();
+      return;
+    }
+    draining = true;
+    const seconds = args.drainTimeout ?? 30;
+    console.error(`cflow serve: draining (up to ${seconds} s); a second signal stops at once`);
+    void server.drain(seconds * 1000).then(({ ended }) => {
+      if (ended > 0) console.error(`cflow serve: the drain timeout ended ${ended} generation(s)`);
+    });
+  };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
   console.log(

@@ -78,5 +78,7 @@ export function jsonResponse(body: unknown, status = 200, headers: HeadersInit =
 export function errorResponse(error: ApiError): Response {
   const headers: Record<string, string> = {};
   if (error.status === 401) headers["www-authenticate"] = "Bearer";
+  // A busy, loading or draining server: try again (another replica, or this one later).
+  if (error.status === 503) headers["retry-after"] = "1";
   return jsonResponse(error.toJSON(), error.status, headers);
 }

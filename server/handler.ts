@@ -29,6 +29,7 @@ import {
   runGeneration,
   type TokenLogprob,
 } from "./run_generation.ts";
+import type { Metrics, MetricsGauges } from "./metrics.ts";
 import type { SlotPool } from "./slot_pool.ts";
 import {
   type RequestLimits,
@@ -60,6 +61,10 @@ export interface ServerState {
   modelId: string;
   /** The KV cache's element type and bytes per position (GET /health, /slots). */
   kv?: { type: string; bytesPerToken: number };
+  /** Counters and histograms (GET /metrics). */
+  metrics: Metrics;
+  /** Set while the server drains: new generations get 503, /health says "draining". */
+  draining?: boolean;
   /** The chat template, or undefined when the model has none. */
   chatTemplate?: string;
   limits: RequestLimits;
@@ -106,6 +111,8 @@ export interface RequestLogEntry {
 /** What one request's handlers learn, for its log line and headers. */
 interface RequestInfo {
   ignored: string[];
+  /** performance.now() when the request arrived. */
+  started: number;
   promptTokens?: number;
   completionTokens?: number;
   /** Set by a streamed response: resolves when the stream has ended. */
@@ -219,10 +226,20 @@ async function complete(
     throw error;
   }
   info.promptTokens = prompt.length;
+  const timing = { metrics: state.metrics, start: info.started };
   if (!r.stream) {
     try {
-      const result = await runGeneration(slot, prompt, r, maxTokens, abort.signal, () => {});
+      const result = await runGeneration(
+        slot,
+        prompt,
+        r,
+        maxTokens,
+        abort.signal,
+        () => {},
+        timing,
+      );
       info.completionTokens = result.completionTokens;
+      if (result.aborted && state.shutdown.aborted) throw shutdownError();
       if (result.aborted) {
         throw new ApiError(499, "the request was cancelled", { code: "cancelled" });
       }
@@ -258,10 +275,15 @@ async function complete(
         maxTokens,
         abort.signal,
         (text, logprobs) => send(stream.emit(text, logprobs)),
+        timing,
       );
       info.completionTokens = result.completionTokens;
       if (!result.aborted) {
         for (const b of stream.finish(result, prompt.length)) send(b);
+        send(SSE_DONE);
+      } else if (state.shutdown.aborted) {
+        // Ended by the drain timeout: say so, rather than a stream that just stops.
+        send(sseData(shutdownError().toJSON()));
         send(SSE_DONE);
       }
     } catch (error) {
@@ -449,26 +471,69 @@ async function completions(
   );
 }
 
+/** A generation the server's shutdown (or the drain timeout) ended. */
+function shutdownError(): ApiError {
+  return new ApiError(503, "the server shut down before the generation finished", {
+    code: "server_shutdown",
+  });
+}
+
+/** The state, unless the server drains: then a 503 for a new generation (try another replica). */
+function notDraining(state: ServerState): ServerState {
+  if (state.draining) {
+    throw new ApiError(503, "the server is shutting down; retry on another replica", {
+      code: "draining",
+    });
+  }
+  return state;
+}
+
+/** The gauges /metrics reports: what the server holds now. */
+function gauges(state: ServerState): MetricsGauges {
+  const held = state.slots.reduce((n, slot) => n + (slot.cache?.tokens.length ?? 0), 0);
+  return {
+    slotsBusy: state.pool.size - state.pool.idle,
+    slotsTotal: state.pool.size,
+    queued: state.pool.queued,
+    kvTokens: held,
+    kvBytes: held * (state.kv?.bytesPerToken ?? 0),
+    kvCapacityTokens: state.slots.length * state.contextLength,
+    ready: state.draining ? 0 : 1,
+    draining: state.draining ? 1 : 0,
+  };
+}
+
 async function route(state: ServerState, request: Request, info: RequestInfo): Promise<Response> {
   const { pathname } = new URL(request.url);
   const routes: Record<string, [string, () => Promise<Response> | Response]> = {
+    // Liveness: 200 while the process serves at all (loading and draining included).
+    "/health/live": ["GET", () => jsonResponse({ status: "live" })],
+    "/metrics": ["GET", () =>
+      new Response(state.metrics.render(gauges(state)), {
+        headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+      })],
+    // Readiness: 200 when requests are taken, 503 while draining (and while loading: mod.ts).
     "/health": ["GET", () => {
       // KV use: the positions every slot's cache holds, against what all of them can hold.
       const held = state.slots.reduce((n, slot) => n + (slot.cache?.tokens.length ?? 0), 0);
       const per = state.kv?.bytesPerToken ?? 0;
-      return jsonResponse({
-        status: "ok",
-        slots_idle: state.pool.idle,
-        slots_total: state.pool.size,
-        queued: state.pool.queued,
-        kv_cache: {
-          type: state.kv?.type ?? "f16",
-          tokens: held,
-          bytes: held * per,
-          capacity_tokens: state.slots.length * state.contextLength,
-          capacity_bytes: state.slots.length * state.contextLength * per,
+      return jsonResponse(
+        {
+          status: state.draining ? "draining" : "ok",
+          slots_idle: state.pool.idle,
+          slots_total: state.pool.size,
+          queued: state.pool.queued,
+          kv_cache: {
+            type: state.kv?.type ?? "f16",
+            tokens: held,
+            bytes: held * per,
+            capacity_tokens: state.slots.length * state.contextLength,
+            capacity_bytes: state.slots.length * state.contextLength * per,
+          },
         },
-      });
+        state.draining ? 503 : 200,
+        state.draining ? { "retry-after": "1" } : {},
+      );
     }],
     // llama-server's shape: one entry per slot; `cached_tokens` is the KV cache it holds.
     "/slots": ["GET", () =>
@@ -486,8 +551,8 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
         object: "list",
         data: [{ id: state.modelId, object: "model", created: 0, owned_by: "cflow" }],
       })],
-    "/v1/chat/completions": ["POST", () => chatCompletions(state, request, info)],
-    "/v1/completions": ["POST", () => completions(state, request, info)],
+    "/v1/chat/completions": ["POST", () => chatCompletions(notDraining(state), request, info)],
+    "/v1/completions": ["POST", () => completions(notDraining(state), request, info)],
     "/tokenize": ["POST", async () => {
       needJson(request, state.strict === true);
       const r = validateTokenizeRequest(
@@ -520,7 +585,7 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
   if (request.method !== entry[0]) {
     throw new ApiError(405, `${pathname} takes ${entry[0]}`, { code: "method_not_allowed" });
   }
-  if (state.apiKeyHash !== undefined && pathname !== "/health") {
+  if (state.apiKeyHash !== undefined && pathname !== "/health" && pathname !== "/health/live") {
     if (!(await authorized(request, state.apiKeyHash))) {
       throw new ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", {
         type: "authentication_error",
@@ -544,7 +609,7 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
 export function createHandler(state: ServerState): (request: Request) => Promise<Response> {
   return async (request) => {
     const started = performance.now();
-    const info: RequestInfo = { ignored: [] };
+    const info: RequestInfo = { ignored: [], started };
     let response: Response;
     try {
       response = await route(state, request, info);
@@ -553,7 +618,9 @@ export function createHandler(state: ServerState): (request: Request) => Promise
         response = errorResponse(error);
       } else if (error instanceof DOMException && error.name === "AbortError") {
         response = errorResponse(
-          new ApiError(499, "the request was cancelled", { code: "cancelled" }),
+          state.shutdown.aborted
+            ? shutdownError()
+            : new ApiError(499, "the request was cancelled", { code: "cancelled" }),
         );
       } else {
         console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
@@ -565,6 +632,11 @@ export function createHandler(state: ServerState): (request: Request) => Promise
       response.headers.set("x-cflow-ignored-fields", info.ignored.join(", "));
     }
     const log = state.log;
+    const path = new URL(request.url).pathname;
+    const count = () =>
+      state.metrics.request(path, response.status, (performance.now() - started) / 1000);
+    if (info.streamEnded === undefined) count();
+    else void info.streamEnded.then(count);
     if (log !== undefined) {
       const entry = (): RequestLogEntry => ({
         method: request.method,

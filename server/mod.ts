@@ -30,11 +30,13 @@
 import { chatTemplateFrom } from "../chat/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { BatchEngine } from "../runtime/batch_engine.ts";
-import { openModel } from "../runtime/open_model.ts";
+import { openModelAsync } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { createHandler, type RequestLogEntry, type ServerState, sha256 } from "./handler.ts";
 import type { ModelSlot } from "./run_generation.ts";
-import { kvBytesPerPosition, type KvCacheType } from "../model/mod.ts";
+import { kvBytesPerPosition, type KvCacheType, type Transformer } from "../model/mod.ts";
+import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
+import { Metrics } from "./metrics.ts";
 import { SlotPool } from "./slot_pool.ts";
 import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 
@@ -89,6 +91,11 @@ export interface ServerOptions {
   strict?: boolean;
   /** Called once per request when its response is complete (`cflow serve` prints a line). */
   log?: (entry: RequestLogEntry) => void;
+  /**
+   * Called once the address is bound, before the model loads (awaited): from then on `/health`
+   * answers 503 `{"status": "loading"}` and `/health/live` 200 until the model is ready.
+   */
+  onListen?: (url: string) => void | Promise<void>;
 }
 
 /**
@@ -109,6 +116,13 @@ export interface Server {
   readonly port: number;
   /** Cancels running generations, stops listening and closes the models. */
   close(): Promise<void>;
+  /**
+   * Graceful shutdown: new generations get 503 (with `Retry-After`) and `/health` 503
+   * `{"status": "draining"}`, while the running and queued ones go on for up to `timeoutMs`;
+   * those still running then end with a `server_shutdown` error. Then {@link close}. Resolves
+   * with how many generations the timeout ended.
+   */
+  drain(timeoutMs: number): Promise<{ ended: number }>;
   /** Resolves when the server has stopped. */
   readonly finished: Promise<void>;
 }
@@ -142,6 +156,18 @@ export function checkAddress(hostname: string, port: number): string {
     throw error;
   }
   return where;
+}
+
+/** The answer to every request while the model loads. */
+function loading(request: Request): Response {
+  const { pathname } = new URL(request.url);
+  if (pathname === "/health/live") return jsonResponse({ status: "live" });
+  if (pathname === "/health") {
+    return jsonResponse({ status: "loading" }, 503, { "retry-after": "1" });
+  }
+  return errorResponse(
+    new ApiError(503, "the model is loading; retry shortly", { code: "loading" }),
+  );
 }
 
 /**
@@ -179,11 +205,97 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   // one): a port already taken is said at once, with the address.
   const hostname = options.host ?? "127.0.0.1";
   const where = checkAddress(hostname, port);
+  // Listen first: while the model loads, /health says so (503) and /health/live answers 200.
+  let handler: ((request: Request) => Promise<Response>) | undefined;
+  let server: Deno.HttpServer<Deno.NetAddr>;
+  try {
+    server = Deno.serve({
+      hostname,
+      port,
+      onListen: () => {},
+      onError: (error) => {
+        console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
+        return new Response(
+          JSON.stringify({
+            error: {
+              message: "internal error",
+              type: "server_error",
+              param: null,
+              code: "internal_error",
+            },
+          }),
+          { status: 500, headers: { "content-type": "application/json" } },
+        );
+      },
+    }, (request) => handler === undefined ? Promise.resolve(loading(request)) : handler(request));
+  } catch (error) {
+    if (error instanceof Deno.errors.AddrInUse) {
+      throw new Deno.errors.AddrInUse(`serve: ${where} is already in use`);
+    }
+    throw error;
+  }
+  const addr = server.addr;
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  const url = `http://${host}:${addr.port}`;
+  const shutdown = new AbortController();
+  let loaded: Awaited<ReturnType<typeof loadState>>;
+  try {
+    await options.onListen?.(url);
+    loaded = await loadState(options, parallel, limits, shutdown.signal);
+  } catch (error) {
+    await server.shutdown();
+    throw error;
+  }
+  const { state, model, engine } = loaded;
+  handler = createHandler(state);
+  let closing: Promise<void> | undefined;
+  const finished = server.finished.then(() => {});
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      shutdown.abort();
+      await server.shutdown();
+      // A step may still run on a blocking thread after the last request ended.
+      await engine?.close();
+      model.close();
+    })();
+    return closing;
+  };
+  return {
+    url,
+    port: addr.port,
+    finished,
+    close,
+    async drain(timeoutMs: number): Promise<{ ended: number }> {
+      if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+        throw new RangeError(`serve: drain timeout ${timeoutMs} ms is not a number >= 0`);
+      }
+      state.draining = true;
+      const deadline = performance.now() + timeoutMs;
+      const busy = () => state.pool.size - state.pool.idle + state.pool.queued;
+      while (busy() > 0 && performance.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const ended = busy();
+      // What is still running ends now, with a server_shutdown error (handler.ts).
+      await close();
+      return { ended };
+    },
+  };
+}
+
+/** Loads the model once, with `parallel` slots over it, and the state the routes share. */
+async function loadState(
+  options: ServerOptions,
+  parallel: number,
+  limits: RequestLimits,
+  shutdown: AbortSignal,
+): Promise<{ state: ServerState; model: Transformer; engine: BatchEngine | undefined }> {
   openKernels();
   // One copy of the weights. With `parallel` > 1 its KV cache holds that many
   // sequences, and a batch engine runs their steps together (continuous
   // batching); each slot is one sequence, with its own prompt cache.
-  const opened = openModel(options.model, {
+  const loadStart = performance.now();
+  const opened = await openModelAsync(options.model, {
     contextLength: options.contextLength,
     kvCache: options.kvCache ?? "f16",
     packed: options.packed ?? "auto",
@@ -230,7 +342,6 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       model: options.model,
     }).template;
   }
-  const shutdown = new AbortController();
   const state: ServerState = {
     pool: new SlotPool(slots, options.maxQueue ?? 64 * parallel),
     slots,
@@ -245,55 +356,11 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     chatTemplate,
     limits,
     apiKeyHash: options.apiKey === undefined ? undefined : await sha256(options.apiKey),
-    shutdown: shutdown.signal,
+    shutdown,
     strict: options.strict === true,
     log: options.log,
+    metrics: new Metrics(),
   };
-  let server: Deno.HttpServer<Deno.NetAddr>;
-  try {
-    server = Deno.serve({
-      hostname,
-      port,
-      onListen: () => {},
-      onError: (error) => {
-        console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
-        return new Response(
-          JSON.stringify({
-            error: {
-              message: "internal error",
-              type: "server_error",
-              param: null,
-              code: "internal_error",
-            },
-          }),
-          { status: 500, headers: { "content-type": "application/json" } },
-        );
-      },
-    }, createHandler(state));
-  } catch (error) {
-    model.close();
-    if (error instanceof Deno.errors.AddrInUse) {
-      throw new Deno.errors.AddrInUse(`serve: ${where} is already in use (taken while loading)`);
-    }
-    throw error;
-  }
-  const addr = server.addr;
-  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
-  let closing: Promise<void> | undefined;
-  const finished = server.finished.then(() => {});
-  return {
-    url: `http://${host}:${addr.port}`,
-    port: addr.port,
-    finished,
-    close(): Promise<void> {
-      closing ??= (async () => {
-        shutdown.abort();
-        await server.shutdown();
-        // A step may still run on a blocking thread after the last request ended.
-        await engine?.close();
-        model.close();
-      })();
-      return closing;
-    },
-  };
+  state.metrics.modelLoadSeconds = (performance.now() - loadStart) / 1000;
+  return { state, model, engine };
 }

@@ -13,6 +13,7 @@ import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { FinishReason } from "./openai_format.ts";
 import type { SamplingRequest } from "./validate_request.ts";
+import type { Metrics } from "./metrics.ts";
 
 /**
  * One model instance or one sequence of a shared engine: a forward pass with its own KV cache, the record of
@@ -139,7 +140,9 @@ export async function runGeneration(
   maxTokens: number,
   signal: AbortSignal,
   onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
+  timing?: { metrics: Metrics; start: number },
 ): Promise<GenerationResult> {
+  let last = -1;
   try {
     await slot.borrow?.(prompt);
     const sampler = new Sampler(slot.model.config.vocab, samplerOptions(request));
@@ -158,6 +161,11 @@ export async function runGeneration(
       const r = await it.next();
       if (r.done) {
         const reason = r.value.stopReason;
+        timing?.metrics.generation({
+          promptTokens: prompt.length,
+          cachedTokens: r.value.cachedTokens,
+          generatedTokens: r.value.generatedTokens,
+        });
         return {
           text,
           completionTokens: r.value.generatedTokens,
@@ -168,6 +176,13 @@ export async function runGeneration(
         };
       }
       const v = r.value;
+      if (timing !== undefined && v.id >= 0) {
+        // Time to the first token from the request's arrival, then between tokens.
+        const now = performance.now();
+        if (last < 0) timing.metrics.firstToken((now - timing.start) / 1000);
+        else timing.metrics.interToken((now - last) / 1000);
+        last = now;
+      }
       if (request.logprobs !== undefined && v.id >= 0 && v.logprob !== undefined) {
         const entry = { id: v.id, logprob: v.logprob, top: v.top ?? [] };
         all.push(entry);
