@@ -206,28 +206,34 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   const hostname = options.host ?? "127.0.0.1";
   const where = checkAddress(hostname, port);
   // Listen first: while the model loads, /health says so (503) and /health/live answers 200.
-  let handler: ((request: Request) => Promise<Response>) | undefined;
+  const serving: { handler?: (request: Request) => Promise<Response> } = {};
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
-    server = Deno.serve({
-      hostname,
-      port,
-      onListen: () => {},
-      onError: (error) => {
-        console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
-        return new Response(
-          JSON.stringify({
-            error: {
-              message: "internal error",
-              type: "server_error",
-              param: null,
-              code: "internal_error",
-            },
-          }),
-          { status: 500, headers: { "content-type": "application/json" } },
-        );
+    server = Deno.serve(
+      {
+        hostname,
+        port,
+        onListen: () => {},
+        onError: (error) => {
+          console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
+          return new Response(
+            JSON.stringify({
+              error: {
+                message: "internal error",
+                type: "server_error",
+                param: null,
+                code: "internal_error",
+              },
+            }),
+            { status: 500, headers: { "content-type": "application/json" } },
+          );
+        },
       },
-    }, (request) => handler === undefined ? Promise.resolve(loading(request)) : handler(request));
+      (request) =>
+        serving.handler === undefined
+          ? Promise.resolve(loading(request))
+          : serving.handler(request),
+    );
   } catch (error) {
     if (error instanceof Deno.errors.AddrInUse) {
       throw new Deno.errors.AddrInUse(`serve: ${where} is already in use`);
@@ -247,7 +253,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     throw error;
   }
   const { state, model, engine } = loaded;
-  handler = createHandler(state);
+  serving.handler = createHandler(state);
   let closing: Promise<void> | undefined;
   const finished = server.finished.then(() => {});
   const close = (): Promise<void> => {
