@@ -30,6 +30,7 @@ import {
   type TokenLogprob,
 } from "./run_generation.ts";
 import type { Metrics, MetricsGauges } from "./metrics.ts";
+import { PAGE_CSS, PAGE_HTML, PAGE_JS } from "./page/page.ts";
 import type { SlotPool } from "./slot_pool.ts";
 import {
   type RequestLimits,
@@ -471,6 +472,19 @@ async function completions(
   );
 }
 
+/** A file of the chat page, with a policy that lets it load and call nothing but this server. */
+function pageResponse(body: string, type: string): Response {
+  return new Response(body, {
+    headers: {
+      "content-type": `${type}; charset=utf-8`,
+      "content-security-policy":
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      "x-content-type-options": "nosniff",
+      "cache-control": "no-cache",
+    },
+  });
+}
+
 /** A generation the server's shutdown (or the drain timeout) ended. */
 function shutdownError(): ApiError {
   return new ApiError(503, "the server shut down before the generation finished", {
@@ -503,9 +517,22 @@ function gauges(state: ServerState): MetricsGauges {
   };
 }
 
+/** Routes that need no API key: health probes and the page's static files. */
+const OPEN_ROUTES: ReadonlySet<string> = new Set([
+  "/health",
+  "/health/live",
+  "/",
+  "/page.js",
+  "/page.css",
+]);
+
 async function route(state: ServerState, request: Request, info: RequestInfo): Promise<Response> {
   const { pathname } = new URL(request.url);
   const routes: Record<string, [string, () => Promise<Response> | Response]> = {
+    // The chat page: static, the same for everyone, and allowed to talk to this server only.
+    "/": ["GET", () => pageResponse(PAGE_HTML, "text/html")],
+    "/page.js": ["GET", () => pageResponse(PAGE_JS, "text/javascript")],
+    "/page.css": ["GET", () => pageResponse(PAGE_CSS, "text/css")],
     // Liveness: 200 while the process serves at all (loading and draining included).
     "/health/live": ["GET", () => jsonResponse({ status: "live" })],
     "/metrics": ["GET", () =>
@@ -585,7 +612,7 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
   if (request.method !== entry[0]) {
     throw new ApiError(405, `${pathname} takes ${entry[0]}`, { code: "method_not_allowed" });
   }
-  if (state.apiKeyHash !== undefined && pathname !== "/health" && pathname !== "/health/live") {
+  if (state.apiKeyHash !== undefined && !OPEN_ROUTES.has(pathname)) {
     if (!(await authorized(request, state.apiKeyHash))) {
       throw new ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", {
         type: "authentication_error",

@@ -12,6 +12,8 @@
 /** The routes counted by name; any other path is `other`. */
 const ENDPOINTS: ReadonlySet<string> = new Set([
   "/",
+  "/page.js",
+  "/page.css",
   "/health",
   "/health/live",
   "/metrics",
