@@ -22,4 +22,4 @@ export type {
   TracePosition,
   TraceStep,
   TransformerOptions,
-} from "./transformer.ts";
+} from "./options.ts";

@@ -13,7 +13,8 @@
 import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
-import { type TracePosition, Transformer } from "./transformer.ts";
+import type { TracePosition } from "./options.ts";
+import { Transformer } from "./transformer.ts";
 
 openKernels({ threads: 1 });
 

@@ -48,14 +48,6 @@ import type {
 import { planStepRows, type StepBatch } from "./step_rows.ts";
 import { ModelWeights } from "./weights.ts";
 
-export type {
-  LoadStats,
-  StepRow,
-  TracePosition,
-  TraceStep,
-  TransformerOptions,
-} from "./options.ts";
-
 /**
  * A loaded model ready to run.
  *

@@ -72,17 +72,22 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
   try {
     const tokenizer = tokenizerOf(file, path);
     model = Transformer.fromFile(file, options);
-    if (tokenizer.vocabSize > model.config.vocab) {
-      throw new RangeError(
-        `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
-      );
-    }
-    return { model, tokenizer };
+    return checked(path, model, tokenizer);
   } catch (error) {
     if (model !== undefined) model.close();
     else file.close();
     throw error;
   }
+}
+
+/** The model and tokenizer, unless the tokenizer has more tokens than the model has rows. */
+function checked(path: string, model: Transformer, tokenizer: Tokenizer): OpenedModel {
+  if (tokenizer.vocabSize > model.config.vocab) {
+    throw new RangeError(
+      `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
+    );
+  }
+  return { model, tokenizer };
 }
 
 /**
@@ -106,12 +111,7 @@ export async function openModelAsync(
   try {
     const tokenizer = tokenizerOf(file, path);
     model = await Transformer.fromFileAsync(file, options);
-    if (tokenizer.vocabSize > model.config.vocab) {
-      throw new RangeError(
-        `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
-      );
-    }
-    return { model, tokenizer };
+    return checked(path, model, tokenizer);
   } catch (error) {
     if (model !== undefined) model.close();
     else file.close();

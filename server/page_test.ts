@@ -11,23 +11,14 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { installedTool } from "../tests/util/installed_tool.ts";
 import { post, present, withServer } from "./_test_server.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
-function findChromium(): { path?: string; why?: string } {
-  try {
-    const out = new Deno.Command("bash", { args: [`${ROOT}scripts/install-chromium.sh`] })
-      .outputSync();
-    const text = new TextDecoder().decode(out.stdout).trim();
-    if (out.code === 0 && text !== "") return { path: text };
-    return { why: new TextDecoder().decode(out.stderr).trim().split("\n").at(-1) };
-  } catch (error) {
-    return { why: String(error) };
-  }
-}
-
-const chromium = present ? findChromium() : { why: "the test model is not fetched" };
+const chromium = present
+  ? installedTool("install-chromium.sh")
+  : { why: "the test model is not fetched" };
 if (chromium.path === undefined) console.log(`chat page test ignored: ${chromium.why}`);
 
 /** A DevTools protocol connection: commands with ids, optionally on a target's session. */

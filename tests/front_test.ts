@@ -14,24 +14,14 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { installedTool } from "./util/installed_tool.ts";
 import { smollm2Present, TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
-/** nginx's path, or why there is none. */
-function findNginx(): { path?: string; why?: string } {
-  try {
-    const out = new Deno.Command("bash", { args: [`${ROOT}scripts/install-nginx.sh`] })
-      .outputSync();
-    const text = new TextDecoder().decode(out.stdout).trim();
-    if (out.code === 0 && text !== "") return { path: text };
-    return { why: new TextDecoder().decode(out.stderr).trim().split("\n").at(-1) };
-  } catch (error) {
-    return { why: String(error) };
-  }
-}
-
-const nginx = smollm2Present ? findNginx() : { why: "the test model is not fetched" };
+const nginx = smollm2Present
+  ? installedTool("install-nginx.sh")
+  : { why: "the test model is not fetched" };
 if (nginx.path === undefined) console.log(`front test ignored: ${nginx.why}`);
 
 /** A free loopback port (bound and released). */

@@ -15,7 +15,8 @@
 import assert from "node:assert/strict";
 import { convertFile } from "../convert/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
-import { Transformer, type TransformerOptions } from "../model/transformer.ts";
+import { Transformer } from "../model/transformer.ts";
+import type { TransformerOptions } from "../model/options.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
 import { isFile, sameBits } from "./util/test_models.ts";
