@@ -28,6 +28,9 @@
 //     --model cache/models/smollm2-135m-instruct.Q4_1.gguf --file text.txt [--ctx 512] \
 //     [--threads 2] [--flash-attention] [--kv-cache f16|f32|q8_0] [--tokens-out ids.json] [--json]
 //
+// On a 151,936-token vocabulary (Qwen2.5) the per-position probability maps outgrow Node's default
+// heap: run it as `node --max-old-space-size=12000 tests/reference/ppl_llamacpp.mjs ...`.
+//
 // The prebuilt CPU binaries are used (`build: "never"`, `gpu: false`); f16 KV cache (llama.cpp's
 // default); flash attention off unless --flash-attention (llama-perplexity's own default is
 // "auto", which turns it on for the CPU backend).
