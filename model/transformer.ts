@@ -46,7 +46,7 @@ import type {
   TransformerOptions,
 } from "./options.ts";
 import { planStepRows, type StepBatch } from "./step_rows.ts";
-import { ModelWeights } from "./weights.ts";
+import { ModelWeights, type WeightOptions } from "./weights.ts";
 
 /**
  * A loaded model ready to run.
@@ -937,7 +937,7 @@ export class Transformer {
 function weightOptions(
   options: TransformerOptions,
   variant: VariantName,
-): ConstructorParameters<typeof ModelWeights>[2] {
+): WeightOptions {
   const packed = options.packed ?? "auto";
   if (packed !== true && packed !== false && packed !== "auto") {
     throw new RangeError(`model: packed ${packed} is not true, false or "auto"`);

@@ -67,6 +67,13 @@ export interface LayerTensors {
 /** Eviction of packed matrices' source pages (TransformerOptions.evict). */
 export type EvictMode = "never" | "after-pack" | "phase-boundary";
 
+/** How {@link ModelWeights} is built: packed into panels or not, eviction, packing progress. */
+export interface WeightOptions {
+  packed: boolean;
+  evict?: EvictMode;
+  packProgress?: (done: number, total: number) => void;
+}
+
 /**
  * The plan's run kind for tiles of these member types: the one-type kinds
  * for Q4_0, Q8_0 and F32 runs (which can be packed into panels), `TILES`
@@ -148,11 +155,7 @@ export class ModelWeights {
   constructor(
     file: LoadedTiledFile,
     config: ModelConfig,
-    options: {
-      packed: boolean;
-      evict?: EvictMode;
-      packProgress?: (done: number, total: number) => void;
-    },
+    options: WeightOptions,
   ) {
     this.file = file;
     this.config = config;
@@ -201,11 +204,7 @@ export class ModelWeights {
   static async load(
     file: LoadedTiledFile,
     config: ModelConfig,
-    options: {
-      packed: boolean;
-      evict?: EvictMode;
-      packProgress?: (done: number, total: number) => void;
-    },
+    options: WeightOptions,
   ): Promise<ModelWeights> {
     const w = new ModelWeights(file, config, { ...options, packed: false });
     if (!options.packed) return w;
