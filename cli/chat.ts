@@ -12,7 +12,7 @@ import { generate, type GenerationStats } from "../runtime/generate.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import { EXIT } from "./exit_codes.ts";
-import { type ModelArgs, openSession } from "./generate.ts";
+import { type ModelArgs, openSession, speculationOf } from "./generate.ts";
 import { denoTerminal, LineEditor, type LineEvent, readLineFromTerminal } from "./line_editor.ts";
 
 /** The chat commands, as `/help` lists them. */
@@ -185,8 +185,11 @@ function pipedInput(): ChatInput {
 export async function runChat(
   args: ModelArgs & { maxTokens?: number; sampling: SamplerOptions; system?: string },
 ): Promise<number> {
-  const { model, tokenizer } = await openSession(args);
+  const session = await openSession(args);
+  const { model, tokenizer } = session;
   try {
+    // One drafter for the whole chat: a draft model keeps the conversation in its cache too.
+    const speculation = speculationOf(session, args.speculation);
     const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate }, {
       override: args.template,
       model: args.model,
@@ -280,6 +283,7 @@ export async function runChat(
           maxTokens: args.maxTokens ?? model.contextLength,
           signal: abort.signal,
           cache,
+          speculation,
         });
         while (true) {
           const r = await it.next();
@@ -299,6 +303,7 @@ export async function runChat(
     }
     return EXIT.OK;
   } finally {
+    session.draft?.close();
     model.close();
   }
 }

@@ -96,6 +96,34 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
         "KV cache element type: f16 (default) | f32 | q8_0 (Q8_0 blocks, about half of f16's memory; head dimension a multiple of 32)",
     },
     {
+      name: "draft-model",
+      type: "string",
+      arg: "M",
+      path: true,
+      help:
+        "speculative decoding with a smaller model of the same vocabulary (same forms as --model): same tokens, fewer target steps",
+    },
+    {
+      name: "draft-max",
+      type: "string",
+      arg: "N",
+      help:
+        "speculation: most drafted tokens checked per step, 1-32 (default 16; the length adapts below it)",
+    },
+    {
+      name: "draft-min-p",
+      type: "string",
+      arg: "P",
+      help: "draft model: stop drafting at a token it gives less than P (default 0.75)",
+    },
+    {
+      name: "lookup-ngram",
+      type: "string",
+      arg: "N",
+      help:
+        "speculative decoding by prompt lookup: propose what followed the last N-gram's earlier occurrence (1-16; 3 is a good start)",
+    },
+    {
       name: "expert-tier",
       type: "string",
       arg: "T",
@@ -285,6 +313,7 @@ const MODEL = [
   "expert-fetch",
   "expert-cache-mib",
 ] as const;
+const SPECULATION = ["draft-model", "draft-max", "draft-min-p", "lookup-ngram"] as const;
 const SAMPLING = [
   "max-tokens",
   "temperature",
@@ -313,6 +342,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "prompt",
       ...MODEL,
       ...SAMPLING,
+      ...SPECULATION,
       "stop",
       "truncate",
       "chat-template",
@@ -323,6 +353,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       'cflow generate --prompt "The three primary colors are" --max-tokens 48',
       'echo "Write a haiku about the sea" | cflow generate --chat-template --temperature 0',
       "cflow generate --model gemma3 --prompt Hi --seed 1 --json",
+      "cflow generate -m qwen2.5-coder-1.5b --draft-model qwen2.5-coder-0.5b --chat-template --prompt 'Write quicksort in C'",
+      "cflow generate --lookup-ngram 3 --chat-template --temperature 0 < edit-request.txt",
     ],
   },
   {
@@ -335,7 +367,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "prompt ends the chat. Piped: one message per line, until end of input.\n" +
       "Commands: /help or /?, /clear (start over; the system message stays), /stats (the\n" +
       "last answer's tokens and speed, the context used), /bye or /exit.",
-    options: ["system", ...MODEL, ...SAMPLING, "template"],
+    options: ["system", ...MODEL, ...SAMPLING, ...SPECULATION, "template"],
     examples: [
       'cflow chat --system "You are terse."',
       "cflow chat --model qwen2.5-coder-1.5b --temperature 0.7",
@@ -383,6 +415,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "strict",
       "drain-timeout",
       ...MODEL,
+      ...SPECULATION,
       "template",
       ["json", "print the listening line and the request log lines as JSON"],
     ],

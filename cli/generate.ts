@@ -9,6 +9,9 @@
 import { openKernels } from "../ffi/mod.ts";
 import type { KvCacheType, Transformer } from "../model/mod.ts";
 import { fnv1a64, generate, type GenerationStats } from "../runtime/generate.ts";
+import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
+import { NgramLookup } from "../runtime/ngram_lookup.ts";
+import type { SpeculationOptions } from "../runtime/speculative.ts";
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
@@ -44,6 +47,20 @@ export interface ModelArgs {
   expertFetch?: "sync" | "staged";
   /** Disk tier: MiB of LRU expert cache. */
   expertCacheMiB?: number;
+  /** Speculative decoding (generate, chat, serve). */
+  speculation?: SpeculationArgs;
+}
+
+/** `--draft-model`, `--lookup-ngram`, `--draft-max`, `--draft-min-p`, parsed. */
+export interface SpeculationArgs {
+  /** The draft model (a --model form), or absent with lookupNgram. */
+  draftModel?: string;
+  /** Prompt lookup's n-gram, or absent with draftModel. */
+  lookupNgram?: number;
+  /** Most drafted tokens per check. */
+  draftMax: number;
+  /** The draft model's stopping probability. */
+  draftMinP: number;
 }
 
 /** Model, tokenizer and chat template, ready. */
@@ -51,6 +68,20 @@ export interface Session {
   model: Transformer;
   tokenizer: Tokenizer;
   path: string;
+  /** With --draft-model: the draft, loaded with the target's context length. */
+  draft?: Transformer;
+}
+
+/** The speculation options of a session's arguments (undefined: none). */
+export function speculationOf(
+  session: Session,
+  args: SpeculationArgs | undefined,
+): SpeculationOptions | undefined {
+  if (args === undefined) return undefined;
+  const drafter = session.draft !== undefined
+    ? new DraftModel(session.draft, { minP: args.draftMinP })
+    : new NgramLookup(args.lookupNgram!);
+  return { drafter, maxDraft: args.draftMax };
 }
 
 /**
@@ -96,7 +127,43 @@ export async function openSession(
         `${budget.why} (${mib(cap.kvBytes)} MiB of KV cache); --ctx N to choose`,
     );
   }
-  return { model, tokenizer, path };
+  const draftArg = args.speculation?.draftModel;
+  if (draftArg === undefined) return { model, tokenizer, path };
+  try {
+    return { model, tokenizer, path, draft: await openDraft(draftArg, args, model, tokenizer) };
+  } catch (error) {
+    model.close();
+    throw error;
+  }
+}
+
+/** Loads a draft model for `target`: its context, its KV cache type, its vocabulary. */
+export async function openDraft(
+  draftArg: string,
+  args: ModelArgs,
+  target: Transformer,
+  targetTokenizer: Tokenizer,
+): Promise<Transformer> {
+  const draftPath = await resolveForCli({ model: draftArg, quant: args.quant });
+  const draft = openModel(draftPath, {
+    contextLength: target.contextLength,
+    kvCache: args.kvCache,
+    packed: packedOption(args.packed),
+    evict: args.evict,
+    packProgress: progressBar({ label: "loading draft", delayMs: 300 }),
+  });
+  try {
+    checkDraftVocabulary(targetTokenizer, draft.tokenizer, draftArg);
+    if (draft.model.contextLength < target.contextLength) {
+      throw new RangeError(
+        `draft model ${draftArg}: its context of ${draft.model.contextLength} is shorter than the target's ${target.contextLength}`,
+      );
+    }
+  } catch (error) {
+    draft.model.close();
+    throw error;
+  }
+  return draft.model;
 }
 
 function mib(bytes: number): string {
@@ -156,9 +223,14 @@ function snake(name: string): string {
 }
 
 function statsLine(s: GenerationStats, rssMiB: number): string {
+  const spec = s.speculation;
   return `prompt ${s.promptTokens} tokens, prefill ${s.prefillTokS.toFixed(1)} tok/s, ` +
     `ttft ${s.ttftMs.toFixed(0)} ms, decode ${s.decodeTokS.toFixed(1)} tok/s, ` +
-    `${s.generatedTokens} tokens (${s.stopReason}), peak RSS ${rssMiB.toFixed(0)} MiB`;
+    `${s.generatedTokens} tokens (${s.stopReason}), peak RSS ${rssMiB.toFixed(0)} MiB` +
+    (spec === undefined
+      ? ""
+      : `, ${spec.kind} drafted ${spec.drafted}, accepted ${spec.accepted} ` +
+        `(${(100 * spec.acceptanceRate).toFixed(0)}%)`);
 }
 
 /** Generation settings from the command line. */
@@ -177,7 +249,8 @@ export interface GenerateArgs extends ModelArgs {
  * with --json prints one object.
  */
 export async function runGenerate(args: GenerateArgs): Promise<number> {
-  const { model, tokenizer } = await openSession(args);
+  const session = await openSession(args);
+  const { model, tokenizer } = session;
   try {
     let text = args.prompt;
     if (args.chatTemplate) {
@@ -216,6 +289,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
         maxTokens: args.maxTokens ?? model.contextLength,
         stop: args.stop,
         signal: abort.signal,
+        speculation: speculationOf(session, args.speculation),
       });
       while (true) {
         const r = await it.next();
@@ -277,6 +351,16 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
             }),
             pass_ms_per_token: stats.passMsPerToken,
           }),
+          ...(stats.speculation && {
+            speculation: {
+              kind: stats.speculation.kind,
+              drafted: stats.speculation.drafted,
+              accepted: stats.speculation.accepted,
+              acceptance_rate: stats.speculation.acceptanceRate,
+              checks: stats.speculation.checks,
+              draft_ms: stats.speculation.draftMs,
+            },
+          }),
         },
       }));
     } else {
@@ -285,6 +369,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
     }
     return stats.stopReason === "aborted" ? EXIT.INTERRUPTED : EXIT.OK;
   } finally {
+    session.draft?.close();
     model.close();
   }
 }

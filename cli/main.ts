@@ -15,7 +15,13 @@ import { ChatTemplateError, NoChatTemplateError } from "../chat/mod.ts";
 import { formatInspect, inspectPath } from "../inspect/mod.ts";
 import { openKernels, prepareKernels } from "../ffi/mod.ts";
 import { runConvert } from "./convert.ts";
-import { readStdinText, runGenerate, runPerplexity, UsageError } from "./generate.ts";
+import {
+  readStdinText,
+  runGenerate,
+  runPerplexity,
+  type SpeculationArgs,
+  UsageError,
+} from "./generate.ts";
 import { runChat } from "./chat.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
@@ -281,6 +287,34 @@ function str(p: Parsed, name: string): string | undefined {
   return typeof v === "string" ? v : undefined;
 }
 
+/** --draft-model, --draft-max, --draft-min-p and --lookup-ngram, checked before a model loads. */
+function speculationArgs(p: Parsed): SpeculationArgs | undefined {
+  const draftModel = str(p, "draft-model");
+  const lookup = str(p, "lookup-ngram");
+  const max = str(p, "draft-max");
+  const minP = str(p, "draft-min-p");
+  if (draftModel !== undefined && lookup !== undefined) {
+    throw new UsageError("--draft-model and --lookup-ngram: choose one way to draft");
+  }
+  if (draftModel === undefined && lookup === undefined) {
+    if (max !== undefined || minP !== undefined) {
+      throw new UsageError("--draft-max and --draft-min-p need --draft-model or --lookup-ngram");
+    }
+    return undefined;
+  }
+  if (minP !== undefined && draftModel === undefined) {
+    throw new UsageError("--draft-min-p needs --draft-model");
+  }
+  const p0 = num(minP, "--draft-min-p", 0.75);
+  if (!(p0 >= 0 && p0 <= 1)) throw new UsageError(`--draft-min-p: "${minP}" is not in [0, 1]`);
+  return {
+    draftModel,
+    lookupNgram: lookup === undefined ? undefined : int(lookup, "--lookup-ngram", 1, 16),
+    draftMax: max === undefined ? 16 : int(max, "--draft-max", 1, 32),
+    draftMinP: p0,
+  };
+}
+
 /** The values of --quant. */
 const QUANTS = ["auto", "q4_0", "q8_0", "f32", "q4_k_m", "q5_k_m", "q6_k"] as const;
 
@@ -446,6 +480,7 @@ export async function main(args: string[]): Promise<number> {
             : int(str(p, "expert-cache-mib")!, "--expert-cache-mib", 0, 1 << 20),
           json,
           template: template === undefined ? undefined : await Deno.readTextFile(template),
+          speculation: speculationArgs(p),
         };
         if (command === "serve") {
           const port = str(p, "port");

@@ -66,6 +66,10 @@ export async function runServe(args: ServeArgs): Promise<number> {
   // A taken port is said before any conversion or load.
   checkAddress(args.host, args.port);
   const path = await resolveForCli(args);
+  const spec = args.speculation;
+  const draftPath = spec?.draftModel === undefined
+    ? undefined
+    : await resolveForCli({ model: spec.draftModel, quant: args.quant });
   const server = await startServer({
     model: path,
     modelId: args.model.split("/").filter((p) => p !== "").pop(),
@@ -78,6 +82,12 @@ export async function runServe(args: ServeArgs): Promise<number> {
     packed: packedOption(args.packed),
     template: args.template,
     strict: args.strict,
+    speculation: spec && {
+      draftModel: draftPath,
+      lookupNgram: spec.lookupNgram,
+      draftMax: spec.draftMax,
+      minP: spec.draftMinP,
+    },
     log: (e) => console.error(requestLogLine(e, args.json)),
   });
   // The first signal drains (new generations get 503, running ones finish, up to the

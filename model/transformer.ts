@@ -500,6 +500,39 @@ export class Transformer {
   }
 
   /**
+   * Runs `tokens` at positions [pos, pos + tokens.length) of sequence 0 in
+   * one step and writes the logits after each of them into `into[i]`: each
+   * bit for bit what {@link forward} gives for that token. This is how
+   * speculative decoding checks drafted tokens: one read of the weights for
+   * all of them. Positions from `pos` on may run again later (a rollback).
+   *
+   * @example
+   * ```ts ignore
+   * const into = [0, 1, 2].map(() => new Float32Array(model.config.vocab));
+   * model.forwardAll([42, 7, 9], 12, into); // into[2]: the logits after 9 at position 14
+   * ```
+   */
+  forwardAll(tokens: readonly number[], pos: number, into: readonly Float32Array[]): void {
+    if (tokens.length === 0 || into.length !== tokens.length) {
+      throw new RangeError(
+        `model: forwardAll of ${tokens.length} tokens into ${into.length} buffers`,
+      );
+    }
+    for (const b of into) {
+      if (b.length !== this.config.vocab) {
+        throw new RangeError(
+          `model: forwardAll buffer of ${b.length} values, not ${this.config.vocab}`,
+        );
+      }
+    }
+    // step checks the tokens and positions.
+    this.step(
+      tokens.map((token, i) => ({ token, sequence: 0, position: pos + i, logits: true })),
+      (logits, row) => into[row].set(logits),
+    );
+  }
+
+  /**
    * Runs prompt tokens at positions [pos, pos + tokens.length) in batches
    * (each weight read once per batch) and returns the logits of the last
    * one. Every token gets the same arithmetic as through {@link forward}.

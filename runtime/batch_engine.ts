@@ -45,6 +45,8 @@ interface Work {
   sequence: number;
   /** The sequence's own logits buffer. */
   into: Float32Array;
+  /** A check of drafted tokens: every row's logits, into these (one per token), in one step. */
+  all?: readonly Float32Array[];
   tokens: number[];
   pos: number;
   done: number;
@@ -142,6 +144,33 @@ export class Sequence implements GenerationModel {
     return this.#engine.submit(this.index, [token], pos, this.#logits);
   }
 
+  /**
+   * Runs `tokens` from `pos` together in the next step (beside the other
+   * sequences' rows) and writes the logits after each into `into[i]`
+   * ({@link Transformer.forwardAll}); at most the model's batch of tokens.
+   */
+  async forwardAll(
+    tokens: readonly number[],
+    pos: number,
+    into: readonly Float32Array[],
+  ): Promise<void> {
+    const vocab = this.config.vocab;
+    if (
+      tokens.length === 0 || into.length !== tokens.length ||
+      tokens.length > this.#engine.model.batch
+    ) {
+      throw new RangeError(
+        `model: forwardAll of ${tokens.length} tokens into ${into.length} buffers (batch ${this.#engine.model.batch})`,
+      );
+    }
+    for (const b of into) {
+      if (b.length !== vocab) {
+        throw new RangeError(`model: forwardAll buffer of ${b.length} values, not ${vocab}`);
+      }
+    }
+    await this.#engine.submit(this.index, tokens, pos, this.#logits, undefined, into);
+  }
+
   /** Says this sequence asks for nothing more until its next generation. */
   idle(): void {
     this.#engine.idle(this.index);
@@ -218,6 +247,7 @@ export class BatchEngine {
     pos: number,
     into: Float32Array,
     signal?: AbortSignal,
+    all?: readonly Float32Array[],
   ): Promise<Float32Array> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#closed) return Promise.reject(new Error("batch engine: closed"));
@@ -240,6 +270,7 @@ export class BatchEngine {
       this.#queue.push({
         sequence,
         into,
+        all,
         tokens: [...tokens],
         pos,
         done: 0,
@@ -348,13 +379,21 @@ export class BatchEngine {
     });
     if (this.#queue.length === 0) return;
     const batch = this.model.batch;
-    const decodes = this.#queue.filter((w) => w.tokens.length === 1);
-    const prompts = this.#queue.filter((w) => w.tokens.length > 1);
+    // Decode rows first (one token, or the drafted tokens a sequence checks), then prompt chunks.
+    const decodes = this.#queue.filter((w) => w.tokens.length === 1 || w.all !== undefined);
+    const prompts = this.#queue.filter((w) => w.tokens.length > 1 && w.all === undefined);
     const rows: StepRow[] = [];
+    /** Where each row's logits go (rows that want them). */
+    const dest = new Map<number, Float32Array>();
     const taken = new Map<Work, number>();
-    for (const w of decodes.slice(0, batch)) {
-      rows.push({ token: w.tokens[0], sequence: w.sequence, position: w.pos, logits: true });
-      taken.set(w, 1);
+    for (const w of decodes) {
+      if (rows.length + w.tokens.length > batch) continue; // the next step takes it
+      w.tokens.forEach((token, i) => {
+        if (w.all !== undefined) dest.set(rows.length, w.all[i]);
+        else dest.set(rows.length, w.into);
+        rows.push({ token, sequence: w.sequence, position: w.pos + i, logits: true });
+      });
+      taken.set(w, w.tokens.length);
     }
     // Chunks beside anyone decoding, or about to (active but not queued this instant).
     const reading = new Set(prompts.map((w) => w.sequence));
@@ -365,11 +404,13 @@ export class BatchEngine {
       const n = Math.min(room, w.tokens.length - w.done);
       for (let i = 0; i < n; i++) {
         const at = w.done + i;
+        const last = at === w.tokens.length - 1;
+        if (last) dest.set(rows.length, w.into);
         rows.push({
           token: w.tokens[at],
           sequence: w.sequence,
           position: w.pos + at,
-          logits: at === w.tokens.length - 1,
+          logits: last,
         });
       }
       taken.set(w, n);
@@ -379,12 +420,9 @@ export class BatchEngine {
       // More decoding sequences than a batch holds would have filled it; nothing is left.
       return;
     }
-    // Each sequence has at most one row with logits: copy them straight into its buffer.
-    const intoOf = new Map<number, Float32Array>();
-    for (const w of taken.keys()) intoOf.set(w.sequence, w.into);
     const started = performance.now();
     try {
-      await this.model.stepAsync(rows, (logits, i) => intoOf.get(rows[i].sequence)!.set(logits));
+      await this.model.stepAsync(rows, (logits, i) => dest.get(i)!.set(logits));
     } catch (error) {
       for (const w of taken.keys()) this.#finish(w);
       for (const w of taken.keys()) w.reject(error);
@@ -393,7 +431,8 @@ export class BatchEngine {
     this.#lastStepMs = performance.now() - started;
     this.#stats.steps++;
     this.#stats.rows += rows.length;
-    this.#stats.decodeRows += [...taken.keys()].filter((w) => w.tokens.length === 1).length;
+    this.#stats.decodeRows += [...taken.keys()].filter((w) => w.tokens.length === 1 || w.all)
+      .reduce((n, w) => n + w.tokens.length, 0);
     this.#stats.widest = Math.max(this.#stats.widest, rows.length);
     for (const [w, n] of taken) {
       w.done += n;

@@ -11,6 +11,12 @@ import type { Transformer } from "../model/mod.ts";
 import { StopMatcher } from "../sampling/mod.ts";
 import { type MemoryUsage, memoryUsage } from "./memory_usage.ts";
 import type { PromptCache } from "./prompt_cache.ts";
+import {
+  checkSpeculation,
+  DraftLength,
+  type SpeculationOptions,
+  type SpeculationStats,
+} from "./speculative.ts";
 
 /**
  * The tokenizer operations generation needs.
@@ -89,12 +95,16 @@ export interface GenerationStats {
   cachedTokens: number;
   /** Prompt tokens run per second of prefill (the tokens after the cached ones). */
   prefillTokS: number;
+  /** Milliseconds of the prefill (the tokens after the cached ones). */
+  prefillMs?: number;
   /** Milliseconds from the start to the first generated token. */
   ttftMs: number;
   /** Generated tokens. */
   generatedTokens: number;
   /** Generated tokens per second, timed from the first to the last token. */
   decodeTokS: number;
+  /** Milliseconds from the first generated token to the last. */
+  decodeMs?: number;
   /** Why generation stopped. */
   stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context";
   /**
@@ -124,6 +134,8 @@ export interface GenerationStats {
   };
   /** Milliseconds per decoded token of each pass (layer) of the schedule, waits included. */
   passMsPerToken?: number[];
+  /** With `speculation`: what was drafted and kept. */
+  speculation?: SpeculationStats;
 }
 
 /**
@@ -160,6 +172,12 @@ export interface GenerateOptions {
    * belong to `model`. Without it the prompt runs from position 0.
    */
   cache?: PromptCache;
+  /**
+   * Speculative decoding: a drafter proposes tokens and the model checks
+   * them in one step ({@link GenerationModel.forwardAll}). The output is
+   * the same, token for token, as without it (speculative.ts).
+   */
+  speculation?: SpeculationOptions;
 }
 
 /**
@@ -188,6 +206,12 @@ export interface GenerationModel extends
   > {
   /** The logits after `token` at `pos` (a buffer the next call may reuse). */
   forward(token: number, pos: number): Float32Array | Promise<Float32Array>;
+  /** The logits after each of `tokens` from `pos`, into `into[i]`, in one step (speculation). */
+  forwardAll(
+    tokens: readonly number[],
+    pos: number,
+    into: readonly Float32Array[],
+  ): void | Promise<void>;
 }
 
 /** Decodes token bytes to text without ever splitting a UTF-8 sequence. */
@@ -269,6 +293,8 @@ export async function* generate(
       `generate: the prompt has ${prompt.length} tokens, more than the context of ${model.contextLength}`,
     );
   }
+  const spec = options.speculation;
+  if (spec !== undefined) checkSpeculation(spec);
   const cache = options.cache;
   if (cache !== undefined && cache.model !== model) {
     throw new RangeError("generate: the prompt cache belongs to another model instance");
@@ -302,6 +328,8 @@ export async function* generate(
   model.endPrefill();
   const prefillEnd = performance.now();
   const afterPrefill = memoryUsage();
+  const next = spec === undefined ? undefined : new Speculation(model, spec, prompt);
+  await next?.prepare(options.signal);
   const moe = model.config.moe !== null;
   const prefillExperts = model.expertBytes.perLayer.reduce((a, n) => a + n, 0);
   const decodeExperts = new Array<number>(model.config.layers).fill(0);
@@ -341,7 +369,10 @@ export async function* generate(
       reason = "context";
       break;
     }
-    logits = await model.forward(id, pos++);
+    logits = next === undefined
+      ? await model.forward(id, pos)
+      : await next.run(id, pos, options.maxTokens - generated);
+    pos++;
     cache?.append([id]);
     model.passTimes().forEach((ms, i) => passMs[i] += ms);
     if (moe) {
@@ -360,9 +391,11 @@ export async function* generate(
     promptTokens: prompt.length,
     cachedTokens: cached,
     prefillTokS: (prompt.length - cached) / Math.max(prefillMs / 1000, 1e-9),
+    prefillMs,
     ttftMs: (firstAt || performance.now()) - start,
     generatedTokens: generated,
     decodeTokS: generated > 1 ? (generated - 1) / Math.max((lastAt - firstAt) / 1000, 1e-9) : 0,
+    decodeMs: generated > 1 ? lastAt - firstAt : 0,
     stopReason: reason,
     memory: afterLoad && afterPrefill && { afterLoad, afterPrefill, afterDecode: memoryUsage()! },
     expertBytes: moe
@@ -375,7 +408,148 @@ export async function* generate(
       }
       : undefined,
     passMsPerToken: generated > 1 ? passMs.map((ms) => ms / (generated - 1)) : undefined,
+    speculation: next?.stats(),
   };
+}
+
+/**
+ * The decode steps of a speculative generation: each generated token either
+ * is the drafted token checked last step (its logits are already there) or
+ * starts a new check of it and the tokens drafted after it.
+ */
+class Speculation {
+  readonly #model: GenerationModel;
+  readonly #options: SpeculationOptions;
+  /** Draft length choosers, one per class of proposal (Drafter.lastClass). */
+  readonly #lengths = new Map<number, DraftLength>();
+  /** The prompt and every token generated so far. */
+  readonly #history: number[];
+  /** Logits of each row of the last check. */
+  readonly #rows: Float32Array[];
+  /** Drafted tokens of the last check not reached yet; the logits after #pending[i] are #rows[#at + 1 + i]. */
+  #pending: number[] = [];
+  #at = 0;
+  /** The check in progress: drafted, kept, its step and drafting times. */
+  #check:
+    | { length: DraftLength; drafted: number; kept: number; stepMs: number; draftMs: number }
+    | undefined;
+  /** The last plain step's milliseconds (a new class starts from it). */
+  #plainMs: number | undefined;
+  #drafted = 0;
+  #accepted = 0;
+  #checks = 0;
+  #draftMs = 0;
+
+  constructor(model: GenerationModel, options: SpeculationOptions, prompt: readonly number[]) {
+    this.#model = model;
+    this.#options = options;
+    this.#history = [...prompt];
+    this.#rows = Array.from(
+      { length: options.maxDraft + 1 },
+      () => new Float32Array(model.config.vocab),
+    );
+  }
+
+  async prepare(signal?: AbortSignal): Promise<void> {
+    const t0 = performance.now();
+    await this.#options.drafter.prepare?.(this.#history, signal);
+    this.#draftMs += performance.now() - t0;
+  }
+
+  /** The logits after `id` at `pos`; `budget`: tokens generation may still produce. */
+  async run(id: number, pos: number, budget: number): Promise<Float32Array> {
+    this.#history.push(id);
+    if (this.#pending.length > 0 && this.#pending[0] === id) {
+      this.#pending.shift();
+      this.#at++;
+      this.#accepted++;
+      this.#check!.kept++;
+      return this.#rows[this.#at];
+    }
+    this.#pending = [];
+    this.#endCheck();
+    const m = this.#model;
+    const o = this.#options;
+    const drafter = o.drafter;
+    const adaptive = o.adaptive ?? true;
+    // Drafts beyond the context or the token budget could never be kept.
+    const room = Math.min(o.maxDraft, m.contextLength - pos - 1, budget - 1);
+    let drafts: number[] = [];
+    let length: DraftLength | undefined;
+    const t0 = performance.now();
+    if (room > 0) {
+      // A drafter that costs a model step is told how many to draft; a free one gives all it
+      // has, cut to the length chosen for its class.
+      let want = room;
+      if (!drafter.free && adaptive) {
+        length = this.#lengthOf(0);
+        want = Math.min(room, length.next());
+      }
+      if (want > 0) drafts = [...await drafter.propose(this.#history, want)].slice(0, want);
+      if (drafter.free && drafts.length > 0) {
+        length = this.#lengthOf(drafter.lastClass ?? 0);
+        if (adaptive) drafts = drafts.slice(0, length.next());
+      }
+      length ??= this.#lengthOf(drafter.lastClass ?? 0);
+      // A token the target does not have ends the draft.
+      const bad = drafts.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= m.config.vocab);
+      if (bad >= 0) drafts = drafts.slice(0, bad);
+    }
+    const t1 = performance.now();
+    this.#draftMs += t1 - t0;
+    if (drafts.length === 0) {
+      const logits = await m.forward(id, pos);
+      const ms = performance.now() - t1;
+      this.#plainMs = ms;
+      for (const l of this.#lengths.values()) l.plainStep(ms);
+      return logits;
+    }
+    await m.forwardAll([id, ...drafts], pos, this.#rows.slice(0, drafts.length + 1));
+    this.#check = {
+      length: length!,
+      drafted: drafts.length,
+      kept: 0,
+      stepMs: performance.now() - t1,
+      draftMs: t1 - t0,
+    };
+    this.#drafted += drafts.length;
+    this.#checks++;
+    this.#pending = drafts;
+    this.#at = 0;
+    return this.#rows[0];
+  }
+
+  /** The draft length chooser of a class of proposals. */
+  #lengthOf(c: number): DraftLength {
+    let l = this.#lengths.get(c);
+    if (l === undefined) {
+      if (!Number.isInteger(c) || c < 0 || c > 63) {
+        throw new RangeError(`speculation: the drafter's class ${c} is not an integer in [0, 63]`);
+      }
+      l = new DraftLength(this.#options.maxDraft);
+      if (this.#plainMs !== undefined) l.plainStep(this.#plainMs);
+      this.#lengths.set(c, l);
+    }
+    return l;
+  }
+
+  #endCheck(): void {
+    const c = this.#check;
+    if (c === undefined) return;
+    c.length.checked(c.drafted, c.kept, c.stepMs, c.draftMs);
+    this.#check = undefined;
+  }
+
+  stats(): SpeculationStats {
+    return {
+      kind: this.#options.drafter.kind,
+      drafted: this.#drafted,
+      accepted: this.#accepted,
+      acceptanceRate: this.#drafted > 0 ? this.#accepted / this.#drafted : 0,
+      checks: this.#checks,
+      draftMs: this.#draftMs,
+    };
+  }
 }
 
 type TierStats = Transformer["expertTierStats"];

@@ -1,5 +1,6 @@
 /**
- * Running a model for users: the generation loop with its statistics, continuous batching
+ * Running a model for users: the generation loop with its statistics, speculative decoding
+ * (a draft model or prompt lookup), continuous batching
  * of many generations over one model (`BatchEngine`),
  * llama.cpp-style perplexity, and the user-level cache of models and conversions.
  *
@@ -12,6 +13,11 @@
 
 export { fnv1a64, generate } from "./generate.ts";
 export { memoryUsage } from "./memory_usage.ts";
+export { checkSpeculation, DraftLength, MAX_DRAFT } from "./speculative.ts";
+export type { Drafter, SpeculationOptions, SpeculationStats } from "./speculative.ts";
+export { MAX_LOOKUP_NGRAM, NgramLookup } from "./ngram_lookup.ts";
+export { checkDraftVocabulary, DraftModel } from "./draft_model.ts";
+export type { DraftModelOptions, DraftRunner, VocabularyView } from "./draft_model.ts";
 export { PromptCache } from "./prompt_cache.ts";
 export type { MemoryUsage } from "./memory_usage.ts";
 export { BatchEngine, Sequence } from "./batch_engine.ts";

@@ -244,7 +244,7 @@ async function complete(
       if (result.aborted) {
         throw new ApiError(499, "the request was cancelled", { code: "cancelled" });
       }
-      return jsonResponse(whole(result));
+      return jsonResponse({ ...whole(result) as Record<string, unknown>, timings: result.timings });
     } finally {
       state.pool.release(slot);
       cleanup();
@@ -387,7 +387,7 @@ async function chatCompletions(
         ),
       finish: (res, n) =>
         finishChunks(
-          sseData(chatChunk(h, {}, res.finishReason as FinishReason)),
+          sseData({ ...chatChunk(h, {}, res.finishReason as FinishReason), timings: res.timings }),
           r.includeUsage ? { ...h, object: "chat.completion.chunk" } : undefined,
           n,
           res.completionTokens,
@@ -462,7 +462,7 @@ async function completions(
       },
       finish: (res, n) =>
         finishChunks(
-          sseData(textCompletion(h, "", res.finishReason)),
+          sseData({ ...textCompletion(h, "", res.finishReason), timings: res.timings }),
           r.includeUsage ? { ...h, object: "text_completion" } : undefined,
           n,
           res.completionTokens,

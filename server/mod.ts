@@ -31,6 +31,10 @@ import { chatTemplateFrom } from "../chat/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { BatchEngine } from "../runtime/batch_engine.ts";
 import { openModelAsync } from "../runtime/open_model.ts";
+import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
+import { NgramLookup } from "../runtime/ngram_lookup.ts";
+import { checkSpeculation, type Drafter } from "../runtime/speculative.ts";
+import type { Tokenizer } from "../tokenizer/mod.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { createHandler, type RequestLogEntry, type ServerState, sha256 } from "./handler.ts";
 import type { ModelSlot } from "./run_generation.ts";
@@ -81,6 +85,13 @@ export interface ServerOptions {
   packed?: boolean | "auto";
   /** A Jinja chat template to use instead of the model's own. */
   template?: string;
+  /**
+   * Speculative decoding on every slot: a draft model (a `.cflow` file of the same vocabulary,
+   * loaded with one sequence per slot) or prompt lookup; `draftMax` (default 16) and `minP`
+   * (draft model, default 0.75) as on the command line. Answers are the same either way;
+   * responses' `timings` say what was drafted and accepted.
+   */
+  speculation?: { draftModel?: string; lookupNgram?: number; draftMax?: number; minP?: number };
   /** Request bounds (default {@link DEFAULT_LIMITS}). */
   limits?: Partial<RequestLimits>;
   /**
@@ -252,7 +263,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
     await server.shutdown();
     throw error;
   }
-  const { state, model, engine } = loaded;
+  const { state, model, engine, closeDraft } = loaded;
   serving.handler = createHandler(state);
   let closing: Promise<void> | undefined;
   const finished = server.finished.then(() => {});
@@ -262,6 +273,7 @@ export async function startServer(options: ServerOptions): Promise<Server> {
       await server.shutdown();
       // A step may still run on a blocking thread after the last request ended.
       await engine?.close();
+      await closeDraft();
       model.close();
     })();
     return closing;
@@ -289,13 +301,69 @@ export async function startServer(options: ServerOptions): Promise<Server> {
   };
 }
 
+/**
+ * The drafter of each slot: prompt lookup, or a draft model with one sequence per slot (a
+ * batch engine runs the slots' draft steps together, as the target's).
+ */
+async function loadDrafters(
+  options: ServerOptions,
+  target: Transformer,
+  tokenizer: Tokenizer,
+  parallel: number,
+): Promise<{ drafters: (() => Drafter)[]; close: () => Promise<void> }> {
+  const o = options.speculation;
+  const none = () => Promise.resolve();
+  if (o === undefined) return { drafters: [], close: none };
+  checkSpeculation({ drafter: { kind: "lookup", propose: () => [] }, maxDraft: o.draftMax ?? 16 });
+  if ((o.draftModel === undefined) === (o.lookupNgram === undefined)) {
+    throw new RangeError("serve: speculation needs a draft model or a lookup n-gram, not both");
+  }
+  if (o.lookupNgram !== undefined) {
+    const n = o.lookupNgram;
+    new NgramLookup(n); // checks n
+    return {
+      drafters: Array.from({ length: parallel }, () => () => new NgramLookup(n)),
+      close: none,
+    };
+  }
+  const opened = await openModelAsync(o.draftModel!, {
+    contextLength: target.contextLength,
+    kvCache: options.kvCache ?? "f16",
+    packed: options.packed ?? "auto",
+    sequences: parallel,
+  });
+  const draft = opened.model;
+  try {
+    checkDraftVocabulary(tokenizer, opened.tokenizer, o.draftModel!);
+    const engine = parallel === 1 ? undefined : new BatchEngine(draft);
+    const runners = engine === undefined ? [draft] : engine.sequences;
+    // One drafter per slot for the server's life: it keeps what its sequence holds.
+    const made = runners.map((r) => new DraftModel(r, { minP: o.minP }));
+    return {
+      drafters: made.map((d) => () => d),
+      close: async () => {
+        await engine?.close();
+        draft.close();
+      },
+    };
+  } catch (error) {
+    draft.close();
+    throw error;
+  }
+}
+
 /** Loads the model once, with `parallel` slots over it, and the state the routes share. */
 async function loadState(
   options: ServerOptions,
   parallel: number,
   limits: RequestLimits,
   shutdown: AbortSignal,
-): Promise<{ state: ServerState; model: Transformer; engine: BatchEngine | undefined }> {
+): Promise<{
+  state: ServerState;
+  model: Transformer;
+  engine: BatchEngine | undefined;
+  closeDraft: () => Promise<void>;
+}> {
   openKernels();
   // One copy of the weights. With `parallel` > 1 its KV cache holds that many
   // sequences, and a batch engine runs their steps together (continuous
@@ -310,8 +378,29 @@ async function loadState(
   const model = opened.model;
   const slots: ModelSlot[] = [];
   let engine: BatchEngine | undefined;
+  let drafters: (() => Drafter)[] = [];
+  let closeDraft = () => Promise.resolve();
+  try {
+    ({ drafters, close: closeDraft } = await loadDrafters(
+      options,
+      model,
+      opened.tokenizer,
+      parallel,
+    ));
+  } catch (error) {
+    model.close();
+    throw error;
+  }
+  const maxDraft = options.speculation?.draftMax ?? 16;
+  const speculation = (i: number) =>
+    drafters.length === 0 ? undefined : { drafter: drafters[i](), maxDraft };
   if (parallel === 1) {
-    slots.push({ model, tokenizer: opened.tokenizer, cache: new PromptCache(model) });
+    slots.push({
+      model,
+      tokenizer: opened.tokenizer,
+      cache: new PromptCache(model),
+      speculation: speculation(0),
+    });
   } else {
     engine = new BatchEngine(model);
     const caches = engine.sequences.map((seq) => new PromptCache(seq));
@@ -321,6 +410,7 @@ async function loadState(
         model: seq,
         tokenizer: opened.tokenizer,
         cache,
+        speculation: speculation(seq.index),
         idle: () => seq.idle(),
         // A prompt another slot holds a longer prefix of (a shared system prompt, a
         // conversation that moved) starts from a copy of that prefix instead of running it.
@@ -368,5 +458,5 @@ async function loadState(
     metrics: new Metrics(),
   };
   state.metrics.modelLoadSeconds = (performance.now() - loadStart) / 1000;
-  return { state, model, engine };
+  return { state, model, engine, closeDraft };
 }

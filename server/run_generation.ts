@@ -7,7 +7,8 @@
  */
 
 import { setImmediate } from "node:timers";
-import { generate, type GenerationModel } from "../runtime/generate.ts";
+import { generate, type GenerationModel, type GenerationStats } from "../runtime/generate.ts";
+import type { SpeculationOptions } from "../runtime/speculative.ts";
 import type { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -41,6 +42,60 @@ export interface ModelSlot {
   tokenizer: Tokenizer;
   /** What `model`'s KV cache holds; absent: every prompt runs in full. */
   cache?: PromptCache;
+  /** Speculative decoding on this slot (its drafter keeps its own state between requests). */
+  speculation?: SpeculationOptions;
+}
+
+/**
+ * llama-server's `timings` object: prompt and generated tokens, their
+ * milliseconds and rates, and with speculation the drafted and accepted
+ * tokens.
+ *
+ * @example
+ * ```ts
+ * import type { Timings } from "./run_generation.ts";
+ * const t: Timings = {
+ *   cache_n: 0, prompt_n: 3, prompt_ms: 5, prompt_per_token_ms: 1.7, prompt_per_second: 600,
+ *   predicted_n: 4, predicted_ms: 30, predicted_per_token_ms: 7.5, predicted_per_second: 133,
+ * };
+ * ```
+ */
+export interface Timings {
+  cache_n: number;
+  prompt_n: number;
+  prompt_ms: number;
+  prompt_per_token_ms: number;
+  prompt_per_second: number;
+  predicted_n: number;
+  predicted_ms: number;
+  predicted_per_token_ms: number;
+  predicted_per_second: number;
+  draft_n?: number;
+  draft_n_accepted?: number;
+}
+
+/** The timings of a generation's stats. */
+export function timingsOf(s: GenerationStats): Timings {
+  const run = s.promptTokens - s.cachedTokens;
+  const promptMs = s.prefillMs ?? 0;
+  const decodeMs = s.decodeMs ?? 0;
+  // As llama-server: the decode rate counts the tokens after the first, over their time.
+  const steps = Math.max(s.generatedTokens - 1, 0);
+  return {
+    cache_n: s.cachedTokens,
+    prompt_n: run,
+    prompt_ms: promptMs,
+    prompt_per_token_ms: run > 0 ? promptMs / run : 0,
+    prompt_per_second: s.prefillTokS,
+    predicted_n: s.generatedTokens,
+    predicted_ms: decodeMs,
+    predicted_per_token_ms: steps > 0 ? decodeMs / steps : 0,
+    predicted_per_second: s.decodeTokS,
+    ...(s.speculation && {
+      draft_n: s.speculation.drafted,
+      draft_n_accepted: s.speculation.accepted,
+    }),
+  };
 }
 
 /**
@@ -68,6 +123,8 @@ export interface GenerationResult {
   finishReason: FinishReason;
   /** The signal ended it. */
   aborted: boolean;
+  /** Prompt and decode times and counts, as llama-server's `timings` (absent in test doubles). */
+  timings?: Timings;
 }
 
 /**
@@ -153,6 +210,7 @@ export async function runGeneration(
       cache: slot.cache,
       logprobs: request.logprobs,
       ignoreEos: request.ignoreEos,
+      speculation: slot.speculation,
     });
     let text = "";
     const all: TokenLogprob[] = [];
@@ -172,6 +230,7 @@ export async function runGeneration(
           cachedTokens: r.value.cachedTokens,
           finishReason: reason === "max_tokens" || reason === "context" ? "length" : "stop",
           aborted: reason === "aborted",
+          timings: timingsOf(r.value),
           ...(request.logprobs === undefined ? {} : { logprobs: all }),
         };
       }
