@@ -108,7 +108,14 @@ export class DraftModel implements Drafter {
     // least the last token, whose logits the first draft needs).
     const same = this.#shared(history);
     this.#held = this.#held.slice(0, same); // what stays valid if the run below fails
-    let logits = await m.prefillAsync(history.slice(same), same);
+    // A token or two (the usual catch-up after a check) as decode steps, more as a prefill.
+    let logits: Float32Array;
+    if (history.length - same <= 2) {
+      logits = await m.forward(history[same], same);
+      if (same + 1 < history.length) logits = await m.forward(history[same + 1], same + 1);
+    } else {
+      logits = await m.prefillAsync(history.slice(same), same);
+    }
     this.#held = history.slice();
     const drafts: number[] = [];
     for (;;) {

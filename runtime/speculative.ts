@@ -203,7 +203,8 @@ export class DraftLength {
     // Recent checks count most: the counts decay by a tenth per check.
     this.#kept = 0.9 * this.#kept + kept;
     this.#rejected = 0.9 * this.#rejected + (kept < drafted ? 1 : 0);
-    this.#draftMs = 0.8 * this.#draftMs + 0.2 * (draftMs / drafted);
+    // Drafting k tokens runs about k + 1 draft steps (the catch-up over the last check's tokens).
+    this.#draftMs = 0.8 * this.#draftMs + 0.2 * (draftMs / (drafted + 1));
     if (this.#stepMs !== undefined) {
       const row = Math.max(0, (stepMs - this.#stepMs) / drafted);
       this.#rowMs = this.#rowMs === undefined ? row : 0.8 * this.#rowMs + 0.2 * row;
