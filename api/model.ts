@@ -19,6 +19,9 @@ import type { GenerationModel } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
+import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
+import { NgramLookup } from "../runtime/ngram_lookup.ts";
+import type { Drafter } from "../runtime/speculative.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 
@@ -69,6 +72,19 @@ export interface ModelGenerateOptions extends SamplerOptions {
   signal?: AbortSignal;
   /** Each token's log-probability and this many alternatives (0-20). */
   logprobs?: number;
+  /**
+   * Speculative decoding with a smaller model of the same vocabulary (loaded with
+   * {@link loadModel}; it must not be generating meanwhile): the same tokens, fewer steps of
+   * this model. The draft's KV cache keeps the last history, so a chat's turns are not read
+   * again.
+   */
+  draft?: Model;
+  /** Speculative decoding by prompt lookup over the last N tokens (1-16) instead of a draft. */
+  lookupNgram?: number;
+  /** Most drafted tokens checked per step (1-32, default 16). */
+  draftMax?: number;
+  /** The draft's stopping probability (default 0.75). */
+  draftMinP?: number;
 }
 
 /**
@@ -120,6 +136,10 @@ export class Model {
   readonly #waiting: (() => void)[] = [];
   #running = 0;
   #busy = false;
+  /** As a draft: the target whose vocabulary was checked, and the drafter over sequence 0. */
+  #checkedFor: Model | undefined;
+  #draft: DraftModel | undefined;
+  #draftMinP: number | undefined;
 
   /** @internal Use {@link loadModel}. */
   constructor(path: string, model: Transformer, tokenizer: Tokenizer) {
@@ -237,7 +257,20 @@ export class Model {
     options: ModelGenerateOptions,
   ): AsyncGenerator<Token, GenerationStats> {
     this.#checkTokens(ids);
-    const { maxTokens = 128, stop, signal, logprobs, ...sampling } = options;
+    const {
+      maxTokens = 128,
+      stop,
+      signal,
+      logprobs,
+      draft,
+      lookupNgram,
+      draftMax = 16,
+      draftMinP,
+      ...sampling
+    } = options;
+    const speculation = draft !== undefined || lookupNgram !== undefined
+      ? { drafter: this.#drafter(draft, lookupNgram, draftMinP), maxDraft: draftMax }
+      : undefined;
     if (this.#busy) throw new Error("Model: logits() is running");
     if (this.#slots.length === 1 && this.#running > 0) {
       throw new Error(
@@ -248,6 +281,8 @@ export class Model {
     while (this.#free.length === 0) await new Promise<void>((r) => this.#waiting.push(r));
     const slot = this.#free.pop()!;
     this.#running++;
+    // The draft is busy too: its own generations would share its sequence 0.
+    if (draft !== undefined) draft.#running++;
     try {
       const sampler = new Sampler(this.#model.config.vocab, sampling);
       const it = generateTokens(slot.model, this.#tokenizer, sampler, ids, {
@@ -256,17 +291,45 @@ export class Model {
         signal,
         logprobs,
         cache: slot.cache,
+        speculation,
       });
       for (let r = await it.next();; r = await it.next()) {
         if (r.done) return r.value;
         yield this.#token(r.value);
       }
     } finally {
+      if (draft !== undefined) draft.#running--;
       slot.idle?.();
       this.#running--;
       this.#free.push(slot);
       this.#waiting.shift()?.();
     }
+  }
+
+  /** The drafter of a generation: prompt lookup, or `draft` checked against this vocabulary. */
+  #drafter(draft: Model | undefined, lookupNgram: number | undefined, minP?: number): Drafter {
+    if ((draft === undefined) === (lookupNgram === undefined)) {
+      throw new RangeError("Model: give draft or lookupNgram, not both");
+    }
+    if (draft === undefined) return new NgramLookup(lookupNgram!);
+    if (!(draft instanceof Model) || draft === this) {
+      throw new RangeError("Model: draft must be another loaded Model");
+    }
+    return draft.#asDraft(this, minP);
+  }
+
+  /** This model as the drafter of `target` (its sequence 0, which keeps what it last read). */
+  #asDraft(target: Model, minP?: number): Drafter {
+    if (this.#busy || this.#running > 0) throw new Error("Model: the draft is generating");
+    if (this.#checkedFor !== target) {
+      checkDraftVocabulary(target.#tokenizer, this.#tokenizer, this.path);
+      this.#checkedFor = target;
+    }
+    if (this.#draft === undefined || this.#draftMinP !== minP) {
+      this.#draft = new DraftModel(this.#model, { minP });
+      this.#draftMinP = minP;
+    }
+    return this.#draft;
   }
 
   #token(t: GeneratedToken): Token {

@@ -134,3 +134,36 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "mod.ts: generate with a draft model or prompt lookup gives the plain tokens",
+  ignore: !present,
+  async fn() {
+    const cache = await Deno.makeTempDir({ prefix: "cflow-api-spec-" });
+    try {
+      using model = await loadModel(GGUF, { quant: "q8_0", cache, contextLength: 256 });
+      using draft = await loadModel(GGUF, { quant: "q4_0", cache, contextLength: 256 });
+      const prompt = "One, two, three. One, two, three. One, two,";
+      const greedy = { temperature: 0, maxTokens: 24 } as const;
+      const ids = async (o: Record<string, unknown>) => {
+        const out: number[] = [];
+        for await (const t of model.generate(prompt, { ...greedy, ...o })) {
+          if (t.id >= 0) out.push(t.id);
+        }
+        return out;
+      };
+      const plain = await ids({});
+      assert.deepEqual(await ids({ draft, draftMax: 4 }), plain);
+      assert.deepEqual(await ids({ lookupNgram: 3 }), plain);
+      // A second run keeps what the draft's cache holds and still agrees.
+      assert.deepEqual(await ids({ draft }), plain);
+      await assert.rejects(
+        () => ids({ draft, lookupNgram: 2 }),
+        /give draft or lookupNgram, not both/,
+      );
+      await assert.rejects(() => ids({ draft: model }), /draft must be another loaded Model/);
+    } finally {
+      await Deno.remove(cache, { recursive: true });
+    }
+  },
+});

@@ -328,7 +328,13 @@ export async function* generate(
   model.endPrefill();
   const prefillEnd = performance.now();
   const afterPrefill = memoryUsage();
-  const next = spec === undefined ? undefined : new Speculation(model, spec, prompt);
+  const next = spec === undefined ? undefined : new Speculation(
+    model,
+    spec,
+    prompt,
+    // Drafts after an end-of-generation token would never be reached.
+    options.ignoreEos ? () => false : (id) => tokenizer.isEog(id),
+  );
   await next?.prepare(options.signal);
   const moe = model.config.moe !== null;
   const prefillExperts = model.expertBytes.perLayer.reduce((a, n) => a + n, 0);
@@ -440,8 +446,16 @@ class Speculation {
   #checks = 0;
   #draftMs = 0;
 
-  constructor(model: GenerationModel, options: SpeculationOptions, prompt: readonly number[]) {
+  readonly #ends: (id: number) => boolean;
+
+  constructor(
+    model: GenerationModel,
+    options: SpeculationOptions,
+    prompt: readonly number[],
+    ends: (id: number) => boolean,
+  ) {
     this.#model = model;
+    this.#ends = ends;
     this.#options = options;
     this.#history = [...prompt];
     this.#rows = Array.from(
@@ -491,13 +505,16 @@ class Speculation {
         if (adaptive) drafts = drafts.slice(0, length.next());
       }
       length ??= this.#lengthOf(drafter.lastClass ?? 0);
-      // A token the target does not have ends the draft.
+      // A token the target does not have ends the draft, and so does one after the end.
       const bad = drafts.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= m.config.vocab);
       if (bad >= 0) drafts = drafts.slice(0, bad);
+      const end = drafts.findIndex(this.#ends);
+      if (end >= 0) drafts = drafts.slice(0, end + 1);
     }
     const t1 = performance.now();
     this.#draftMs += t1 - t0;
     if (drafts.length === 0) {
+      if (!drafter.free && length !== undefined && adaptive) length.declined(t1 - t0);
       const logits = await m.forward(id, pos);
       const ms = performance.now() - t1;
       this.#plainMs = ms;

@@ -187,6 +187,18 @@ export class DraftLength {
     return ++this.#plainRun % 16 === 0 ? 1 : 0;
   }
 
+  /**
+   * A drafter that costs model steps was asked for tokens and proposed none
+   * (a draft model not sure enough of its first token), after `draftMs`:
+   * counted as a check whose first draft was rejected, so that a draft that
+   * keeps declining is asked less often.
+   */
+  declined(draftMs: number): void {
+    this.#kept = 0.9 * this.#kept;
+    this.#rejected = 0.9 * this.#rejected + 1;
+    this.#draftMs = 0.8 * this.#draftMs + 0.2 * draftMs;
+  }
+
   /** A plain one-row step took `ms`. */
   plainStep(ms: number): void {
     this.#stepMs = this.#stepMs === undefined ? ms : 0.8 * this.#stepMs + 0.2 * ms;

@@ -424,3 +424,76 @@ Deno.test("defaults: generate until end of text or a full context; the context i
   assert.equal(JSON.parse(d.stdout).stats.context_length, 8192);
   assert.doesNotMatch(d.stderr, /context \d+ tokens of the/);
 });
+
+Deno.test("generate --lookup-ngram / --draft-model: the plain tokens, and what was drafted in --json", async () => {
+  const base = [
+    "generate",
+    "--prompt",
+    "One two three, one two three, one two",
+    "--max-tokens",
+    "20",
+    "--temperature",
+    "0",
+    "--json",
+  ];
+  const plain = JSON.parse((await cflow(base)).stdout);
+  assert.equal(plain.stats.speculation, undefined);
+  for (
+    const extra of [["--lookup-ngram", "3"], [
+      "--draft-model",
+      "smollm2",
+      "--draft-max",
+      "4",
+      "--draft-min-p",
+      "0",
+    ]]
+  ) {
+    const r = await cflow([...base, ...extra]);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.deepEqual(out.tokens, plain.tokens, extra.join(" "));
+    assert.equal(out.hash, plain.hash);
+    const s = out.stats.speculation;
+    assert.equal(s.kind, extra[0] === "--lookup-ngram" ? "lookup" : "draft-model");
+    assert.ok(s.accepted > 0 && s.accepted <= s.drafted, JSON.stringify(s));
+    assert.equal(s.acceptance_rate, s.accepted / s.drafted);
+  }
+  // Mistakes are usage errors, before any model loads.
+  for (
+    const [args, message] of [
+      [["--draft-max", "4"], /--draft-max and --draft-min-p need --draft-model or --lookup-ngram/],
+      [["--lookup-ngram", "2", "--draft-model", "smollm2"], /choose one way to draft/],
+      [["--lookup-ngram", "0"], /--lookup-ngram: "0" is not an integer from 1 to 16/],
+      [
+        ["--lookup-ngram", "2", "--draft-max", "33"],
+        /--draft-max: "33" is not an integer from 1 to 32/,
+      ],
+      [["--lookup-ngram", "2", "--draft-min-p", "0.5"], /--draft-min-p needs --draft-model/],
+    ] as const
+  ) {
+    const r = await cflow([...base, ...args]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, message);
+  }
+});
+
+Deno.test({
+  name: "generate --draft-model refuses a draft of another vocabulary",
+  ignore: !haveGemma,
+  async fn() {
+    const r = await cflow([
+      "generate",
+      "--prompt",
+      "Hi",
+      "--max-tokens",
+      "4",
+      "--draft-model",
+      GEMMA,
+    ]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      /draft model .*gemma.*: its vocabulary is not the target's \(262144 tokens, the target has 49152\)/,
+    );
+  },
+});

@@ -102,7 +102,7 @@ Deno.test({
       try {
         checkDraftVocabulary(t.tokenizer, d.tokenizer, "q4");
         const tok = t.tokenizer;
-        const kept = { draft: 0, lookup: 0 };
+        const kept = { draft: 0, lookup: 0, fixed: 0 };
         for (const [i, text] of PROMPTS.entries()) {
           const prompt = tok.encode(text, { addSpecial: true });
           for (
@@ -128,11 +128,13 @@ Deno.test({
               );
               if (kind === "draft") kept.draft += s.accepted;
               if (kind === "lookup") kept.lookup += s.accepted;
+              if (kind === "fixed") kept.fixed += s.accepted;
             }
           }
         }
-        // Both drafters had tokens kept (the checks really ran several rows).
-        assert.ok(kept.draft > 20 && kept.lookup > 10, JSON.stringify(kept));
+        // Drafts were kept (the checks really ran several rows). The adaptive draft model drafts
+        // little here: the Q4_0 draft costs about what the Q8_0 target does.
+        assert.ok(kept.fixed > 40 && kept.draft > 5 && kept.lookup > 10, JSON.stringify(kept));
       } finally {
         d.model.close();
         t.model.close();
