@@ -122,8 +122,9 @@ export function checkSpeculation(o: SpeculationOptions): void {
  * and each extra row, and the drafter's time per token. Drafting k tokens
  * yields (1 - a^(k+1)) / (1 - a) tokens per check on average (the kept
  * ones and the target's own next token) and costs one step of k + 1 rows
- * plus k drafted tokens; the length with the most tokens per millisecond
- * wins, and 0 (a plain step) when no length beats it. While 0 wins, every
+ * plus k drafted tokens; a draft model that declines a share d of asks
+ * (unsure of its first token) costs its decline and yields one token
+ * there; the length with the most tokens per millisecond wins, and 0 (a plain step) when no length beats it. While 0 wins, every
  * 16th step still drafts one token, so that a drafter that improves (a
  * repeat starts) is noticed.
  *
@@ -146,6 +147,11 @@ export class DraftLength {
   #rowMs: number | undefined;
   #draftMs = 0;
   #plainRun = 0;
+  // Decayed counts of asks and of declines (a draft model too unsure of its first token), and
+  // what a decline costs.
+  #asks = 1;
+  #declines = 0;
+  #declineMs = 0;
 
   /** A chooser of at most `max` drafted tokens. */
   constructor(max: number) {
@@ -167,6 +173,8 @@ export class DraftLength {
     const step = this.#stepMs;
     const row = this.#rowMs ?? step * 0.1;
     const a = Math.min(this.acceptance, 0.999);
+    // Asked, the drafter declines with probability d: a plain step after the decline's cost.
+    const d = this.#declines / this.#asks;
     let best = 0;
     let bestRate = 1 / step;
     let gain = 1; // a^k
@@ -174,7 +182,8 @@ export class DraftLength {
     for (let k = 1; k <= this.#max; k++) {
       gain *= a;
       tokens += gain;
-      const rate = tokens / (step + row * k + this.#draftMs * k);
+      const rate = (d + (1 - d) * tokens) /
+        (step + d * this.#declineMs + (1 - d) * (row * k + this.#draftMs * k));
       if (rate > bestRate) {
         best = k;
         bestRate = rate;
@@ -190,13 +199,14 @@ export class DraftLength {
   /**
    * A drafter that costs model steps was asked for tokens and proposed none
    * (a draft model not sure enough of its first token), after `draftMs`:
-   * counted as a check whose first draft was rejected, so that a draft that
-   * keeps declining is asked less often.
+   * the share of asks declined and their cost weigh against asking, so that
+   * a draft that keeps declining is asked less often, while the acceptance
+   * of the drafts it does make stays its own.
    */
   declined(draftMs: number): void {
-    this.#kept = 0.9 * this.#kept;
-    this.#rejected = 0.9 * this.#rejected + 1;
-    this.#draftMs = 0.8 * this.#draftMs + 0.2 * draftMs;
+    this.#asks = 0.9 * this.#asks + 1;
+    this.#declines = 0.9 * this.#declines + 1;
+    this.#declineMs = 0.8 * this.#declineMs + 0.2 * draftMs;
   }
 
   /** A plain one-row step took `ms`. */
@@ -213,6 +223,8 @@ export class DraftLength {
       throw new RangeError(`draft length: ${kept} of ${drafted} kept`);
     }
     // Recent checks count most: the counts decay by a tenth per check.
+    this.#asks = 0.9 * this.#asks + 1;
+    this.#declines = 0.9 * this.#declines;
     this.#kept = 0.9 * this.#kept + kept;
     this.#rejected = 0.9 * this.#rejected + (kept < drafted ? 1 : 0);
     // Drafting k tokens runs about k + 1 draft steps (the catch-up over the last check's tokens).

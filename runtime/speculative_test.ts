@@ -28,6 +28,20 @@ Deno.test("DraftLength: long drafts for a drafter that is right, plain steps for
   }
   assert.ok(costly.next() < free.next(), `${costly.next()} vs ${free.next()}`);
   assert.throws(() => costly.checked(2, 3, 1, 1), /3 of 2 kept/);
+
+  // A draft that declines every ask is asked less; one that declines some asks but is right
+  // when it drafts keeps drafting.
+  const declining = new DraftLength(8);
+  const sometimes = new DraftLength(8);
+  for (const d of [declining, sometimes]) d.plainStep(50);
+  for (let i = 0; i < 40; i++) {
+    declining.declined(15);
+    if (i % 3 === 0) sometimes.declined(15);
+    else sometimes.checked(6, 6, 80, 6 * 12);
+  }
+  assert.equal(declining.next(), 0);
+  assert.ok(sometimes.next() >= 4, `${sometimes.next()}`);
+  assert.ok(sometimes.acceptance > 0.9, `${sometimes.acceptance}`);
   assert.throws(() => new DraftLength(0), /max 0/);
 });
 

@@ -19,7 +19,7 @@ import { BatchEngine } from "../runtime/batch_engine.ts";
 import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
 import { generate, type GenerationModel, type GenerationTokenizer } from "../runtime/generate.ts";
 import { NgramLookup } from "../runtime/ngram_lookup.ts";
-import { openModel } from "../runtime/open_model.ts";
+import { type OpenedModel, openModel } from "../runtime/open_model.ts";
 import type { SpeculationOptions, SpeculationStats } from "../runtime/speculative.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -91,54 +91,64 @@ async function withSmolLM2(
 
 const both = isFile(Q8) && isFile(Q4);
 
+/** The target and the draft opened with `contextLength` positions, closed after `fn`. */
+function withPair(
+  contextLength: number,
+  fn: (t: OpenedModel, d: OpenedModel, paths: { target: string; draft: string }) => Promise<void>,
+): Promise<void> {
+  return withSmolLM2(async (target, draft) => {
+    openKernels({ threads: 2 });
+    const t = openModel(target, { contextLength });
+    const d = openModel(draft, { contextLength });
+    try {
+      await fn(t, d, { target, draft });
+    } finally {
+      d.model.close();
+      t.model.close();
+    }
+  });
+}
+
 Deno.test({
   name: "speculation: SmolLM2 gives the plain tokens with a draft model and with lookup",
   ignore: !both,
   fn: () =>
-    withSmolLM2(async (targetPath, draftPath) => {
-      openKernels({ threads: 2 });
-      const t = openModel(targetPath, { contextLength: 256 });
-      const d = openModel(draftPath, { contextLength: 256 });
-      try {
-        checkDraftVocabulary(t.tokenizer, d.tokenizer, "q4");
-        const tok = t.tokenizer;
-        const kept = { draft: 0, lookup: 0, fixed: 0 };
-        for (const [i, text] of PROMPTS.entries()) {
-          const prompt = tok.encode(text, { addSpecial: true });
+    withPair(256, async (t, d) => {
+      checkDraftVocabulary(t.tokenizer, d.tokenizer, "q4");
+      const tok = t.tokenizer;
+      const kept = { draft: 0, lookup: 0, fixed: 0 };
+      for (const [i, text] of PROMPTS.entries()) {
+        const prompt = tok.encode(text, { addSpecial: true });
+        for (
+          const sampling of [{ temperature: 0 }, { temperature: 0.8, topK: 40, seed: 5 + i }]
+        ) {
+          const plain = await run(t.model, tok, prompt, sampling, 40);
+          const label = `prompt ${i} ${JSON.stringify(sampling)}`;
           for (
-            const sampling of [{ temperature: 0 }, { temperature: 0.8, topK: 40, seed: 5 + i }]
+            const [kind, spec] of [
+              ["draft", { drafter: new DraftModel(d.model, { minP: 0 }), maxDraft: 6 }],
+              ["lookup", { drafter: new NgramLookup(3), maxDraft: 8 }],
+              ["fixed", { drafter: new DraftModel(d.model), maxDraft: 5, adaptive: false }],
+            ] as const
           ) {
-            const plain = await run(t.model, tok, prompt, sampling, 40);
-            const label = `prompt ${i} ${JSON.stringify(sampling)}`;
-            for (
-              const [kind, spec] of [
-                ["draft", { drafter: new DraftModel(d.model, { minP: 0 }), maxDraft: 6 }],
-                ["lookup", { drafter: new NgramLookup(3), maxDraft: 8 }],
-                ["fixed", { drafter: new DraftModel(d.model), maxDraft: 5, adaptive: false }],
-              ] as const
-            ) {
-              const got = await run(t.model, tok, prompt, sampling, 40, spec);
-              assert.deepEqual(got.ids, plain.ids, `${label} ${kind}: tokens`);
-              assert.deepEqual(got.logprobs, plain.logprobs, `${label} ${kind}: log-probabilities`);
-              assert.equal(got.reason, plain.reason, `${label} ${kind}: stop reason`);
-              const s = got.speculation!;
-              assert.ok(
-                s.accepted <= s.drafted && s.checks <= s.drafted,
-                `${label} ${kind}: ${JSON.stringify(s)}`,
-              );
-              if (kind === "draft") kept.draft += s.accepted;
-              if (kind === "lookup") kept.lookup += s.accepted;
-              if (kind === "fixed") kept.fixed += s.accepted;
-            }
+            const got = await run(t.model, tok, prompt, sampling, 40, spec);
+            assert.deepEqual(got.ids, plain.ids, `${label} ${kind}: tokens`);
+            assert.deepEqual(got.logprobs, plain.logprobs, `${label} ${kind}: log-probabilities`);
+            assert.equal(got.reason, plain.reason, `${label} ${kind}: stop reason`);
+            const s = got.speculation!;
+            assert.ok(
+              s.accepted <= s.drafted && s.checks <= s.drafted,
+              `${label} ${kind}: ${JSON.stringify(s)}`,
+            );
+            if (kind === "draft") kept.draft += s.accepted;
+            if (kind === "lookup") kept.lookup += s.accepted;
+            if (kind === "fixed") kept.fixed += s.accepted;
           }
         }
-        // Drafts were kept (the checks really ran several rows). The adaptive draft model drafts
-        // little here: the Q4_0 draft costs about what the Q8_0 target does.
-        assert.ok(kept.fixed > 40 && kept.draft > 5 && kept.lookup > 10, JSON.stringify(kept));
-      } finally {
-        d.model.close();
-        t.model.close();
       }
+      // Drafts were kept (the checks really ran several rows). The adaptive draft model drafts
+      // little here: the Q4_0 draft costs about what the Q8_0 target does.
+      assert.ok(kept.fixed > 40 && kept.draft > 5 && kept.lookup > 10, JSON.stringify(kept));
     }),
 });
 
@@ -146,36 +156,28 @@ Deno.test({
   name: "speculation: the KV cache after a speculative run is a plain run's",
   ignore: !both,
   fn: () =>
-    withSmolLM2(async (targetPath, draftPath) => {
-      openKernels({ threads: 2 });
-      const t = openModel(targetPath, { contextLength: 256 });
-      const d = openModel(draftPath, { contextLength: 256 });
-      using plainModel = Transformer.load(targetPath, { contextLength: 256 });
-      try {
-        const prompt = t.tokenizer.encode(PROMPTS[1], { addSpecial: true });
-        const spec = { drafter: new DraftModel(d.model, { minP: 0 }), maxDraft: 8 };
-        const got = await run(
-          t.model,
-          t.tokenizer,
-          prompt,
-          { temperature: 0.9, seed: 3 },
-          30,
-          spec,
-        );
-        // Some drafts were rejected, so rows were written past what was kept.
-        assert.ok(
-          got.speculation!.accepted < got.speculation!.drafted,
-          JSON.stringify(got.speculation),
-        );
-        const n = got.ids.length;
-        const at = prompt.length + n - 1;
-        const after = t.model.forward(got.ids[n - 1], at).slice();
-        plainModel.prefill([...prompt, ...got.ids.slice(0, -1)], 0);
-        sameBits(after, plainModel.forward(got.ids[n - 1], at), "the next plain step");
-      } finally {
-        d.model.close();
-        t.model.close();
-      }
+    withPair(256, async (t, d, paths) => {
+      using plainModel = Transformer.load(paths.target, { contextLength: 256 });
+      const prompt = t.tokenizer.encode(PROMPTS[1], { addSpecial: true });
+      const spec = { drafter: new DraftModel(d.model, { minP: 0 }), maxDraft: 8 };
+      const got = await run(
+        t.model,
+        t.tokenizer,
+        prompt,
+        { temperature: 0.9, seed: 3 },
+        30,
+        spec,
+      );
+      // Some drafts were rejected, so rows were written past what was kept.
+      assert.ok(
+        got.speculation!.accepted < got.speculation!.drafted,
+        JSON.stringify(got.speculation),
+      );
+      const n = got.ids.length;
+      const at = prompt.length + n - 1;
+      const after = t.model.forward(got.ids[n - 1], at).slice();
+      plainModel.prefill([...prompt, ...got.ids.slice(0, -1)], 0);
+      sameBits(after, plainModel.forward(got.ids[n - 1], at), "the next plain step");
     }),
 });
 
@@ -211,53 +213,45 @@ Deno.test({
   name: "speculation: sampled continuations follow the target's distribution (chi-square)",
   ignore: !both,
   fn: () =>
-    withSmolLM2(async (targetPath, draftPath) => {
-      openKernels({ threads: 2 });
-      const t = openModel(targetPath, { contextLength: 64 });
-      const d = openModel(draftPath, { contextLength: 64 });
-      try {
-        const prompt = t.tokenizer.encode("My favourite colour is", { addSpecial: true });
-        const sampling = (seed: number) => ({ temperature: 1, topK: 4, seed });
-        const drafter = new DraftModel(d.model, { minP: 0 });
-        const draws = 200;
-        const plain = new Map<string, number>();
-        const spec = new Map<string, number>();
-        let drafted = 0;
-        let accepted = 0;
-        for (let i = 0; i < draws; i++) {
-          // Different seeds for the two samples: independent draws, not the same ones twice.
-          const p = await run(t.model, t.tokenizer, prompt, sampling(1 + i), 3);
-          const key = p.ids.slice(0, 3).join(",");
-          plain.set(key, (plain.get(key) ?? 0) + 1);
-          const s = await run(t.model, t.tokenizer, prompt, sampling(100_000 + i), 3, {
-            drafter,
-            maxDraft: 2,
-            adaptive: false,
-          });
-          const k2 = s.ids.slice(0, 3).join(",");
-          spec.set(k2, (spec.get(k2) ?? 0) + 1);
-          drafted += s.speculation!.drafted;
-          accepted += s.speculation!.accepted;
-        }
-        // Drafts were both kept and rejected: the rule was exercised both ways.
-        assert.ok(accepted > 50 && accepted < drafted - 50, `${accepted} of ${drafted} kept`);
-        const { stat, df } = chiSquare(plain, spec);
-        assert.ok(df >= 4, `only ${df + 1} categories`);
-        // The 0.999 quantile of chi-square is below 3.3 * df + 10 for every df >= 1.
-        assert.ok(
-          stat < 3.3 * df + 10,
-          `chi-square ${stat.toFixed(1)} with ${df} degrees of freedom`,
-        );
-        // And a real difference is caught: plain sampling against draws with half as many
-        // again of the most common continuation (as a sampler that leaned to the draft would).
-        const biased = new Map(plain);
-        const top = [...plain].sort((x, y) => y[1] - x[1])[0][0];
-        biased.set(top, (biased.get(top) ?? 0) + draws / 2);
-        assert.ok(chiSquare(plain, biased).stat > 3.3 * df + 10, "the test can fail");
-      } finally {
-        d.model.close();
-        t.model.close();
+    withPair(64, async (t, d) => {
+      const prompt = t.tokenizer.encode("My favourite colour is", { addSpecial: true });
+      const sampling = (seed: number) => ({ temperature: 1, topK: 4, seed });
+      const drafter = new DraftModel(d.model, { minP: 0 });
+      const draws = 200;
+      const plain = new Map<string, number>();
+      const spec = new Map<string, number>();
+      let drafted = 0;
+      let accepted = 0;
+      for (let i = 0; i < draws; i++) {
+        // Different seeds for the two samples: independent draws, not the same ones twice.
+        const p = await run(t.model, t.tokenizer, prompt, sampling(1 + i), 3);
+        const key = p.ids.slice(0, 3).join(",");
+        plain.set(key, (plain.get(key) ?? 0) + 1);
+        const s = await run(t.model, t.tokenizer, prompt, sampling(100_000 + i), 3, {
+          drafter,
+          maxDraft: 2,
+          adaptive: false,
+        });
+        const k2 = s.ids.slice(0, 3).join(",");
+        spec.set(k2, (spec.get(k2) ?? 0) + 1);
+        drafted += s.speculation!.drafted;
+        accepted += s.speculation!.accepted;
       }
+      // Drafts were both kept and rejected: the rule was exercised both ways.
+      assert.ok(accepted > 50 && accepted < drafted - 50, `${accepted} of ${drafted} kept`);
+      const { stat, df } = chiSquare(plain, spec);
+      assert.ok(df >= 4, `only ${df + 1} categories`);
+      // The 0.999 quantile of chi-square is below 3.3 * df + 10 for every df >= 1.
+      assert.ok(
+        stat < 3.3 * df + 10,
+        `chi-square ${stat.toFixed(1)} with ${df} degrees of freedom`,
+      );
+      // And a real difference is caught: plain sampling against draws with half as many
+      // again of the most common continuation (as a sampler that leaned to the draft would).
+      const biased = new Map(plain);
+      const top = [...plain].sort((x, y) => y[1] - x[1])[0][0];
+      biased.set(top, (biased.get(top) ?? 0) + draws / 2);
+      assert.ok(chiSquare(plain, biased).stat > 3.3 * df + 10, "the test can fail");
     }),
 });
 
@@ -334,42 +328,36 @@ Deno.test({
   name: "speculation: generations on a batch engine's sequences give what they give alone",
   ignore: !both,
   fn: () =>
-    withSmolLM2(async (targetPath, draftPath) => {
-      openKernels({ threads: 2 });
-      const t = openModel(targetPath, { contextLength: 128 });
+    withPair(128, async (t, _d, paths) => {
       const tok: Tokenizer = t.tokenizer;
-      try {
-        const jobs = PROMPTS.slice(0, 3).map((text, i) => ({
-          prompt: tok.encode(text, { addSpecial: true }),
-          sampling: i === 1 ? { temperature: 0.8, seed: 21 } : { temperature: 0 },
-        }));
-        const alone: Run[] = [];
-        for (const j of jobs) alone.push(await run(t.model, tok, j.prompt, j.sampling, 24));
-        using shared = Transformer.load(targetPath, { contextLength: 128, sequences: 3 });
-        using draft = Transformer.load(draftPath, { contextLength: 128, sequences: 3 });
-        const engine = new BatchEngine(shared);
-        const drafts = new BatchEngine(draft);
-        const together = await Promise.all(jobs.map(async (j, i) => {
-          const seq = engine.sequences[i];
-          // Sequence 0 drafts with lookup, the others with the draft model's own sequences.
-          const drafter = i === 0
-            ? new NgramLookup(3)
-            : new DraftModel(drafts.sequences[i], { minP: 0 });
-          try {
-            return await run(seq, tok, j.prompt, j.sampling, 24, { drafter, maxDraft: 5 });
-          } finally {
-            seq.idle();
-          }
-        }));
-        together.forEach((out, i) => {
-          assert.deepEqual(out.ids, alone[i].ids, `job ${i}`);
-          assert.deepEqual(out.logprobs, alone[i].logprobs, `job ${i}`);
-          assert.ok(out.speculation!.drafted > 0, `job ${i}`);
-        });
-        await drafts.close();
-        await engine.close();
-      } finally {
-        t.model.close();
-      }
+      const jobs = PROMPTS.slice(0, 3).map((text, i) => ({
+        prompt: tok.encode(text, { addSpecial: true }),
+        sampling: i === 1 ? { temperature: 0.8, seed: 21 } : { temperature: 0 },
+      }));
+      const alone: Run[] = [];
+      for (const j of jobs) alone.push(await run(t.model, tok, j.prompt, j.sampling, 24));
+      using shared = Transformer.load(paths.target, { contextLength: 128, sequences: 3 });
+      using draft = Transformer.load(paths.draft, { contextLength: 128, sequences: 3 });
+      const engine = new BatchEngine(shared);
+      const drafts = new BatchEngine(draft);
+      const together = await Promise.all(jobs.map(async (j, i) => {
+        const seq = engine.sequences[i];
+        // Sequence 0 drafts with lookup, the others with the draft model's own sequences.
+        const drafter = i === 0
+          ? new NgramLookup(3)
+          : new DraftModel(drafts.sequences[i], { minP: 0 });
+        try {
+          return await run(seq, tok, j.prompt, j.sampling, 24, { drafter, maxDraft: 5 });
+        } finally {
+          seq.idle();
+        }
+      }));
+      together.forEach((out, i) => {
+        assert.deepEqual(out.ids, alone[i].ids, `job ${i}`);
+        assert.deepEqual(out.logprobs, alone[i].logprobs, `job ${i}`);
+        assert.ok(out.speculation!.drafted > 0, `job ${i}`);
+      });
+      await drafts.close();
+      await engine.close();
     }),
 });
