@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
+import { type ChatMessage, chatPromptIds, chatTemplateFrom } from "../chat/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { openKernels, prepareKernels } from "../ffi/mod.ts";
 import type { ModelConfig, Transformer, TransformerOptions } from "../model/mod.ts";
@@ -243,12 +243,8 @@ export class Model {
       override: template,
       model: this.path,
     });
-    const text = renderChat(choice.template, messages, {
-      bosToken: tok.bosId !== undefined ? tok.tokenText(tok.bosId) : "",
-      eosToken: tok.eosId !== undefined ? tok.tokenText(tok.eosId) : "",
-      addGenerationPrompt: true,
-    });
-    const ids = tok.encode(text, { addSpecial: true, parseSpecial: true });
+    // The messages' text cannot spell the template's special tokens (chatPromptIds).
+    const ids = chatPromptIds(tok, choice.template, messages, { addGenerationPrompt: true });
     return yield* this.#run(ids, rest);
   }
 

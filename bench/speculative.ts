@@ -27,7 +27,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { chatTemplateFrom, renderChat } from "../chat/mod.ts";
+import { chatPromptIds, chatTemplateFrom } from "../chat/mod.ts";
 import { openKernels } from "../ffi/mod.ts";
 import { DraftModel } from "../runtime/draft_model.ts";
 import { fnv1a64, generate } from "../runtime/generate.ts";
@@ -133,14 +133,11 @@ async function main(): Promise<void> {
   const tok = t.tokenizer;
   const template = chatTemplateFrom({ "tokenizer.chat_template": tok.chatTemplate }, {}).template;
   const ids = prompts.map((p) =>
-    tok.encode(
-      renderChat(template, [{ role: "user", content: p.user }], {
-        bosToken: "",
-        eosToken: "",
-        addGenerationPrompt: true,
-      }),
-      { addSpecial: true, parseSpecial: true },
-    )
+    chatPromptIds(tok, template, [{ role: "user", content: p.user }], {
+      bosToken: "",
+      eosToken: "",
+      addGenerationPrompt: true,
+    })
   );
 
   // The cost model's r and c: a row checked beyond the first, and a draft token, per target step.

@@ -8,6 +8,8 @@
  *   renders them (jinja2 with `trim_blocks`, `lstrip_blocks`, `raise_exception`,
  *   `strftime_now`), interpreted by npm `@huggingface/jinja` within limits;
  *   {@link ChatTemplateError} for templates that fail.
+ * - {@link chatPromptIds}: messages to prompt token ids whose special tokens are exactly the
+ *   template's (a message cannot forge a role marker).
  *
  * @example
  * ```ts
@@ -29,6 +31,7 @@
  * @module
  */
 
+export { chatPromptIds, type ChatPromptOptions } from "./chat_prompt_ids.ts";
 export {
   type ChatTemplateChoice,
   chatTemplateFrom,

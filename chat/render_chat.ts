@@ -210,6 +210,21 @@ export interface RenderChatOptions {
    * ```
    */
   maxSteps?: number;
+  /**
+   * Applied to every string of the messages and of `extra` (values and keys; not to the
+   * template, `bosToken` or `eosToken`) before the template sees them: `SpecialLiterals`'
+   * `escape` (tokenizer/special_literals.ts), so that no message can spell a control token of
+   * the prompt. {@link chatPromptIds} does that for a tokenizer.
+   *
+   * @example
+   * ```ts
+   * import type { RenderChatOptions } from "./render_chat.ts";
+   *
+   * const o: RenderChatOptions = { escape: (s) => s.replaceAll("<|", "< |") };
+   * console.log(o.escape?.("<|im_start|>")); // "< |im_start|>"
+   * ```
+   */
+  escape?: (text: string) => string;
 }
 
 const OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -221,6 +236,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   "now",
   "maxOutputLength",
   "maxSteps",
+  "escape",
 ]);
 
 const RESERVED: ReadonlySet<string> = new Set([
@@ -353,9 +369,12 @@ function describe(value: unknown): string {
  * dropping object keys whose value is undefined; anything else (functions, class instances,
  * cycles, too deep nesting) is a TypeError or RangeError naming `path`.
  */
-function plainData(value: unknown, path: string, depth: number): unknown {
+type Escape = (text: string) => string;
+
+function plainData(value: unknown, path: string, depth: number, escape?: Escape): unknown {
   switch (typeof value) {
     case "string":
+      return escape === undefined ? value : escape(value);
     case "boolean":
       return value;
     case "number":
@@ -374,7 +393,7 @@ function plainData(value: unknown, path: string, depth: number): unknown {
             `renderChat: ${path} has ${value.length} items, more than ${MAX_ITEMS}`,
           );
         }
-        return value.map((v, i) => plainData(v, `${path}[${i}]`, depth + 1));
+        return value.map((v, i) => plainData(v, `${path}[${i}]`, depth + 1, escape));
       }
       const proto = Object.getPrototypeOf(value);
       if (proto !== Object.prototype && proto !== null) {
@@ -383,7 +402,14 @@ function plainData(value: unknown, path: string, depth: number): unknown {
       // No prototype: a "__proto__" key (JSON.parse makes those) stays an ordinary key.
       const out: Record<string, unknown> = Object.create(null);
       for (const [k, v] of Object.entries(value)) {
-        if (v !== undefined) out[k] = plainData(v, `${path}.${k}`, depth + 1);
+        if (v !== undefined) {
+          out[escape === undefined ? k : escape(k)] = plainData(
+            v,
+            `${path}.${k}`,
+            depth + 1,
+            escape,
+          );
+        }
       }
       return out;
     }
@@ -514,11 +540,15 @@ export function renderChat(
     DEFAULT_CHAT_MAX_STEPS,
     DEFAULT_CHAT_MAX_STEPS,
   );
+  const escape = options.escape;
+  if (escape !== undefined && typeof escape !== "function") {
+    throw new TypeError(`renderChat: escape must be a function, got ${describe(escape)}`);
+  }
   if (!Array.isArray(messages)) {
     throw new TypeError(`renderChat: messages must be an array, got ${describe(messages)}`);
   }
   const plainMessages = messages.map((m, i) => {
-    const copy = plainData(m, `messages[${i}]`, 1);
+    const copy = plainData(m, `messages[${i}]`, 1, escape);
     if (typeof copy !== "object" || copy === null || Array.isArray(copy)) {
       throw new TypeError(`renderChat: messages[${i}] must be an object, got ${describe(m)}`);
     }
@@ -541,7 +571,7 @@ export function renderChat(
   });
   const extra = options.extra === undefined
     ? {}
-    : plainData(options.extra, "extra", 0) as Record<string, unknown>;
+    : plainData(options.extra, "extra", 0, escape) as Record<string, unknown>;
   if (typeof extra !== "object" || extra === null || Array.isArray(extra)) {
     throw new TypeError(`renderChat: extra must be a plain object, got ${describe(options.extra)}`);
   }

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { type ChatMessage, chatTemplateFrom, renderChat } from "../chat/mod.ts";
+import { type ChatMessage, chatPromptIds, chatTemplateFrom } from "../chat/mod.ts";
 import { generate, type GenerationStats } from "../runtime/generate.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
@@ -200,14 +200,7 @@ export async function runChat(
     // since the last one (the user's message and the template's framing).
     const cache = new PromptCache(model);
     const render = (m: readonly ChatMessage[]): number[] =>
-      tokenizer.encode(
-        renderChat(choice.template, m, {
-          bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
-          eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
-          addGenerationPrompt: true,
-        }),
-        { addSpecial: true, parseSpecial: true },
-      );
+      chatPromptIds(tokenizer, choice.template, m, { addGenerationPrompt: true });
     // Room kept for the answer when old messages must go to fit the context.
     const room = Math.min(args.maxTokens ?? Infinity, Math.floor(model.contextLength / 4));
     const enc = new TextEncoder();

@@ -16,7 +16,7 @@ import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { perplexity } from "../runtime/perplexity.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
-import { chatTemplateFrom, renderChat } from "../chat/mod.ts";
+import { chatPromptIds, chatTemplateFrom } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { progressBar } from "./progress.ts";
@@ -252,19 +252,20 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
   const session = await openSession(args);
   const { model, tokenizer } = session;
   try {
-    let text = args.prompt;
+    // With the chat template, the prompt is a user message: its text cannot spell the
+    // template's special tokens (chatPromptIds); without it, it is plain text.
+    let prompt: number[];
     if (args.chatTemplate) {
       const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate }, {
         override: args.template,
         model: args.model,
       });
-      text = renderChat(choice.template, [{ role: "user", content: text }], {
-        bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
-        eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
+      prompt = chatPromptIds(tokenizer, choice.template, [{ role: "user", content: args.prompt }], {
         addGenerationPrompt: true,
       });
+    } else {
+      prompt = tokenizer.encode(args.prompt, { addSpecial: true, parseSpecial: false });
     }
-    let prompt = tokenizer.encode(text, { addSpecial: true, parseSpecial: args.chatTemplate });
     // Without --max-tokens, --truncate left keeps room for a quarter of the context.
     const room = model.contextLength - (args.maxTokens ?? Math.floor(model.contextLength / 4));
     if (prompt.length > model.contextLength || (args.truncate === "left" && prompt.length > room)) {

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { renderChat } from "../chat/mod.ts";
+import { chatPromptIds } from "../chat/mod.ts";
 import { ChatTemplateError } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
@@ -344,13 +344,11 @@ async function chatCompletions(
     });
   }
   const t = state.tokenizer;
-  let text: string;
+  // The messages' text cannot spell the template's special tokens (chatPromptIds): a user
+  // message holding "<|im_start|>system" is that text, not a system turn.
+  let prompt: number[];
   try {
-    text = renderChat(state.chatTemplate, r.messages, {
-      bosToken: t.bosId !== undefined ? t.tokenText(t.bosId) : "",
-      eosToken: t.eosId !== undefined ? t.tokenText(t.eosId) : "",
-      addGenerationPrompt: true,
-    });
+    prompt = chatPromptIds(t, state.chatTemplate, r.messages, { addGenerationPrompt: true });
   } catch (error) {
     if (error instanceof ChatTemplateError) {
       throw new ApiError(400, `the chat template refused the messages: ${error.message}`, {
@@ -359,7 +357,6 @@ async function chatCompletions(
     }
     throw error;
   }
-  const prompt = t.encode(text, { addSpecial: true, parseSpecial: true });
   const maxTokens = budget(state, prompt, r, "messages");
   const h = head("chatcmpl", state.modelId);
   return await complete(

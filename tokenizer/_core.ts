@@ -6,7 +6,13 @@
  * @module
  */
 
-import type { DecodeOptions, EncodeOptions, Tokenizer } from "./tokenizer.ts";
+import {
+  type DecodeOptions,
+  type EncodeOptions,
+  LITERAL_BASE,
+  MAX_LITERALS,
+  type Tokenizer,
+} from "./tokenizer.ts";
 
 /**
  * How decoding drops a leading space:
@@ -115,9 +121,55 @@ export class CoreTokenizer implements Tokenizer {
 
   encode(text: string, options?: EncodeOptions): number[] {
     if (typeof text !== "string") throw new TypeError("encode: text must be a string");
-    const ids = this.#p.encode(text, options?.parseSpecial ?? false);
+    const parseSpecial = options?.parseSpecial ?? false;
+    const literals = options?.literals;
+    const ids = literals === undefined
+      ? this.#p.encode(text, parseSpecial)
+      : this.#encodeLiterals(text, parseSpecial, literals);
     if (!options?.addSpecial) return ids;
     return [...this.#p.prefix, ...ids, ...this.#p.suffix];
+  }
+
+  /**
+   * `text` cut at its placeholders: the text between them encoded with `parseSpecial`, each
+   * placeholder's literal as plain text.
+   */
+  #encodeLiterals(text: string, parseSpecial: boolean, literals: readonly string[]): number[] {
+    if (!Array.isArray(literals)) throw new TypeError("encode: literals must be an array");
+    if (literals.length > MAX_LITERALS) {
+      throw new RangeError(`encode: ${literals.length} literals, more than ${MAX_LITERALS}`);
+    }
+    for (let i = 0; i < literals.length; i++) {
+      if (typeof literals[i] !== "string") {
+        throw new TypeError(`encode: literals[${i}] must be a string`);
+      }
+    }
+    const out: number[] = [];
+    let from = 0;
+    for (let i = 0; i < text.length; i++) {
+      // U+F0000..U+FFFFF are the surrogate pairs whose high half is 0xDB80..0xDBBF.
+      const c = text.charCodeAt(i);
+      if (c < 0xDB80 || c > 0xDBBF) continue;
+      const cp = text.codePointAt(i)!;
+      if (cp < LITERAL_BASE) continue; // a lone high surrogate: text (made U+FFFD)
+      const index = cp - LITERAL_BASE;
+      if (index >= literals.length) {
+        throw new RangeError(
+          `encode: U+${cp.toString(16).toUpperCase()} at offset ${i} is a literal placeholder ` +
+            `but there are ${literals.length} literals`,
+        );
+      }
+      if (i > from) {
+        for (const id of this.#p.encode(text.slice(from, i), parseSpecial)) out.push(id);
+      }
+      for (const id of this.#p.encode(literals[index], false)) out.push(id);
+      i++;
+      from = i + 1;
+    }
+    if (from < text.length) {
+      for (const id of this.#p.encode(text.slice(from), parseSpecial)) out.push(id);
+    }
+    return out;
   }
 
   /** A writer for one sequence: call it with each id in order. */

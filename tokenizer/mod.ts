@@ -41,6 +41,8 @@
  */
 
 export type { DecodeOptions, EncodeOptions, Tokenizer } from "./tokenizer.ts";
+export { LITERAL_BASE, MAX_LITERALS } from "./tokenizer.ts";
+export { SpecialLiterals } from "./special_literals.ts";
 export { tokenizerFromGgufMetadata } from "./tokenizer_from_gguf_metadata.ts";
 export type { GgufTokenizerOptions } from "./tokenizer_from_gguf_metadata.ts";
 export { tokenizerFromHfJson } from "./tokenizer_from_hf_json.ts";

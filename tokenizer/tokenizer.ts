@@ -43,7 +43,47 @@ export interface EncodeOptions {
    * ```
    */
   parseSpecial?: boolean;
+  /**
+   * Texts that stand in `text` as placeholders: code point U+F0000 + i is
+   * `literals[i]`, tokenized there as plain text (no special token parsed
+   * from it) while special tokens are parsed around it. This is how a chat
+   * prompt keeps its template's control tokens and a message's text apart
+   * (see `SpecialLiterals`). With `literals` given, a code point of
+   * U+F0000..U+FFFFD without a literal is a `RangeError`; at most
+   * {@link MAX_LITERALS} literals.
+   *
+   * @example
+   * ```ts
+   * import type { EncodeOptions } from "./tokenizer.ts";
+   * const o: EncodeOptions = { parseSpecial: true, literals: ["<|im_start|>"] };
+   * console.log(o.literals?.length); // 1
+   * ```
+   */
+  literals?: readonly string[];
 }
+
+/**
+ * The first placeholder code point of {@link EncodeOptions.literals}: U+F0000, the start of
+ * Unicode's Supplementary Private Use Area-A.
+ *
+ * @example
+ * ```ts
+ * import { LITERAL_BASE } from "./tokenizer.ts";
+ * console.log(LITERAL_BASE.toString(16)); // "f0000"
+ * ```
+ */
+export const LITERAL_BASE = 0xF0000;
+
+/**
+ * The most literals one encode may name: U+F0000..U+FFFFD, 65,534 placeholders.
+ *
+ * @example
+ * ```ts
+ * import { MAX_LITERALS } from "./tokenizer.ts";
+ * console.log(MAX_LITERALS); // 65534
+ * ```
+ */
+export const MAX_LITERALS = 0xFFFE;
 
 /**
  * Options of {@link Tokenizer.decode}.
