@@ -36,9 +36,29 @@
 export { loadModel, Model } from "./api/mod.ts";
 export type { LoadModelOptions, ModelGenerateOptions, Token } from "./api/mod.ts";
 export type { GenerationStats } from "./runtime/generate.ts";
+export type { MemoryUsage } from "./runtime/memory_usage.ts";
+export type { Drafter, SpeculationStats } from "./runtime/speculative.ts";
+export type { Progress } from "./runtime/mod.ts";
+export type { SamplerOptions } from "./sampling/mod.ts";
 export type { ChatMessage } from "./chat/mod.ts";
-export type { ModelConfig, RopeScaling, TransformerOptions } from "./model/mod.ts";
+export type {
+  KvCacheType,
+  ModelConfig,
+  MoeConfig,
+  PipelineConfig,
+  RopeScaling,
+  TransformerOptions,
+} from "./model/mod.ts";
 export { convertFile } from "./convert/mod.ts";
+export type {
+  BuildOptions,
+  ConvertOptions,
+  ConvertResult,
+  KQuantScheme,
+  MatrixReport,
+  Q4Rule,
+  TargetQuant,
+} from "./convert/mod.ts";
 export {
   AlignedBuffer,
   allocAligned,
@@ -50,7 +70,16 @@ export {
   MemoryRegion,
   openKernels,
 } from "./ffi/mod.ts";
-export type { Advice, CpuFeature, KernelOptions, VariantName } from "./ffi/mod.ts";
+export { ADVICE, CPU_FEATURES, VARIANTS } from "./ffi/mod.ts";
+export type {
+  Advice,
+  CpuFeature,
+  KernelBackend,
+  KernelOptions,
+  SettingSource,
+  VariantName,
+  WeightType,
+} from "./ffi/mod.ts";
 export { VERSION } from "./version.ts";
 
 if (import.meta.main) {
