@@ -41,6 +41,7 @@ import type { ModelSlot } from "./run_generation.ts";
 import { kvBytesPerPosition, type KvCacheType, type Transformer } from "../model/mod.ts";
 import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
 import { Metrics } from "./metrics.ts";
+import { describeModel } from "./describe_model.ts";
 import { SlotPool } from "./slot_pool.ts";
 import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 
@@ -456,6 +457,7 @@ async function loadState(
     strict: options.strict === true,
     log: options.log,
     metrics: new Metrics(),
+    description: await describeModel(opened.file, options.model),
   };
   state.metrics.modelLoadSeconds = (performance.now() - loadStart) / 1000;
   return { state, model, engine, closeDraft };
