@@ -187,7 +187,14 @@ Deno.test({
   name: "ollama: tags, show, ps and version describe the loaded model",
   ignore: !present,
   async fn() {
-    await withServer({}, async (server) => {
+    // While the model loads, the Ollama routes answer 503 in Ollama's shape.
+    let loading: unknown[] = [];
+    const onListen = async (url: string) => {
+      const r = await fetch(`${url}/api/tags`);
+      loading = [r.status, await r.json()];
+    };
+    await withServer({ onListen }, async (server) => {
+      assert.deepEqual(loading, [503, { error: "the model is loading; retry shortly" }]);
       const ollama = new Ollama({ host: server.url });
       const tags = await ollama.list();
       assert.equal(tags.models.length, 1);
@@ -367,6 +374,42 @@ Deno.test({
       const aborted = entries.find((e) => (e.completionTokens ?? 0) < full.eval_count);
       assert.ok(aborted !== undefined, JSON.stringify(entries));
       assert.ok(aborted.completionTokens! < full.eval_count / 2, JSON.stringify(entries));
+    });
+  },
+});
+
+Deno.test({
+  name: "ollama: a drain refuses new generations (503 {error}) and ends a running stream's NDJSON",
+  ignore: !present,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withServer({ parallel: 1 }, async (server) => {
+      const ollama = new Ollama({ host: server.url });
+      const stream = await ollama.generate({
+        model: "m",
+        prompt: "1, 2, 3, 4, 5, 6,",
+        raw: true,
+        stream: true,
+        options: { temperature: 0, num_predict: 2000, repeat_penalty: 1 },
+      });
+      let started!: () => void;
+      const running = new Promise<void>((r) => started = r);
+      let pieces = 0;
+      const read = (async () => {
+        for await (const _ of stream) if (++pieces === 2) started();
+      })().then(() => undefined, (e: Error) => e);
+      await running;
+      const drained = server.drain(3000);
+      const late = await post(`${server.url}/api/chat`, { model: "m", messages, stream: false });
+      assert.equal(late.status, 503);
+      assert.equal(late.headers.get("retry-after"), "1");
+      assert.match((await late.json()).error, /shutting down/);
+      // The client reads the last line, {"error": ...}, and throws it.
+      const error = await read;
+      assert.ok(error instanceof Error, "the stream ended without an error");
+      assert.match(error.message, /shut down before the generation finished/);
+      assert.deepEqual(await drained, { ended: 1 });
     });
   },
 });
