@@ -297,7 +297,7 @@ function options(
       maxTokens: numPredict === undefined || numPredict < 0 ? undefined : numPredict,
       temperature: number(o, "temperature", 0, 100, 0.8),
       topP: number(o, "top_p", 0, 1, 0.9, true),
-      topK: integer(o, "top_k", 0, vocab, "options.top_k") ?? 40,
+      topK: integer(o, "top_k", 0, vocab, "options.top_k") ?? Math.min(40, vocab),
       minP: number(o, "min_p", 0, 1, 0),
       seed: seed === undefined || seed < 0 ? undefined : seed,
       presencePenalty: number(o, "presence_penalty", -2, 2, 0),
