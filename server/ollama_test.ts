@@ -299,6 +299,24 @@ Deno.test({
       assert.equal(r.status, 200);
       assert.equal(r.headers.get("x-cflow-ignored-fields"), "truncate, options.num_thread");
       assert.equal((await r.json()).done, true);
+      // The body checks the OpenAI routes have, in Ollama's shape: invalid JSON, too large, a
+      // page's untyped body.
+      const invalid = await post(`${server.url}/api/generate`, '{"model": ');
+      assert.equal(invalid.status, 400);
+      assert.deepEqual(Object.keys(await invalid.json()), ["error"]);
+      const huge = await post(`${server.url}/api/generate`, {
+        model: "m",
+        prompt: "x".repeat(2e6),
+      });
+      assert.equal(huge.status, 413);
+      assert.equal(typeof (await huge.json()).error, "string");
+      const page = await fetch(`${server.url}/api/chat`, {
+        method: "POST",
+        headers: { "content-type": "text/plain", origin: "http://evil.example" },
+        body: JSON.stringify(base),
+      });
+      assert.equal(page.status, 415);
+      assert.equal(typeof (await page.json()).error, "string");
       // Wrong method: 405, Ollama's shape.
       const m = await fetch(`${server.url}/api/tags`, { method: "POST", body: "{}" });
       assert.equal(m.status, 405);
@@ -410,6 +428,34 @@ Deno.test({
       assert.ok(error instanceof Error, "the stream ended without an error");
       assert.match(error.message, /shut down before the generation finished/);
       assert.deepEqual(await drained, { ended: 1 });
+    });
+  },
+});
+
+Deno.test({
+  name: "ollama: --parallel 2 runs two streams together, each as it runs alone",
+  ignore: !present,
+  async fn() {
+    await withServer({ parallel: 2 }, async (server) => {
+      const ollama = new Ollama({ host: server.url });
+      const asks = ["What is the capital of France?", "Name three colours."];
+      const request = (content: string) => ({
+        model: "m",
+        messages: [{ role: "user" as const, content }],
+        options: { temperature: 0, num_predict: 24 },
+      });
+      const solo: string[] = [];
+      for (const a of asks) solo.push((await ollama.chat(request(a))).message.content);
+      const together = await Promise.all(asks.map(async (a) => {
+        let text = "";
+        for await (const part of await ollama.chat({ ...request(a), stream: true })) {
+          text += part.message.content;
+        }
+        return text;
+      }));
+      assert.deepEqual(together, solo);
+      const h = await (await fetch(`${server.url}/health`)).json();
+      assert.equal(h.slots_idle, 2);
     });
   },
 });
