@@ -397,7 +397,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: "an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)",
     description:
       "Serves /v1/chat/completions, /v1/completions (streamed or whole), /v1/models, /health,\n" +
-      "/health/live, /metrics (Prometheus), /slots, /tokenize and /detokenize. Prints 'listening\n" +
+      "/health/live, /metrics (Prometheus), /slots, /tokenize and /detokenize, and Ollama's\n" +
+      "/api/chat, /api/generate (NDJSON or whole), /api/tags, /api/show, /api/ps and\n" +
+      "/api/version on the same slots. Prints 'listening\n" +
       "on URL' once ready (/health answers 503 while the model loads). SIGTERM or SIGINT drains:\n" +
       "new generations get 503 with Retry-After, running ones finish (up to --drain-timeout), then\n" +
       "it exits 0; a second signal stops at once.\n" +

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
+import { type LoadedTiledFile, loadTiledFile, type TiledFile } from "../formats/cflow/mod.ts";
 import { Transformer, type TransformerOptions } from "../model/mod.ts";
 import {
   type Tokenizer,
@@ -27,6 +27,8 @@ export interface OpenedModel {
   model: Transformer;
   /** The tokenizer the file carries. */
   tokenizer: Tokenizer;
+  /** The file's validated header, metadata and section table (what describes the model). */
+  file: TiledFile;
 }
 
 /**
@@ -72,7 +74,7 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
   try {
     const tokenizer = tokenizerOf(file, path);
     model = Transformer.fromFile(file, options);
-    return checked(path, model, tokenizer);
+    return checked(path, model, tokenizer, file.file);
   } catch (error) {
     if (model !== undefined) model.close();
     else file.close();
@@ -81,13 +83,18 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
 }
 
 /** The model and tokenizer, unless the tokenizer has more tokens than the model has rows. */
-function checked(path: string, model: Transformer, tokenizer: Tokenizer): OpenedModel {
+function checked(
+  path: string,
+  model: Transformer,
+  tokenizer: Tokenizer,
+  file: TiledFile,
+): OpenedModel {
   if (tokenizer.vocabSize > model.config.vocab) {
     throw new RangeError(
       `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
     );
   }
-  return { model, tokenizer };
+  return { model, tokenizer, file };
 }
 
 /**
@@ -111,7 +118,7 @@ export async function openModelAsync(
   try {
     const tokenizer = tokenizerOf(file, path);
     model = await Transformer.fromFileAsync(file, options);
-    return checked(path, model, tokenizer);
+    return checked(path, model, tokenizer, file.file);
   } catch (error) {
     if (model !== undefined) model.close();
     else file.close();

@@ -30,6 +30,9 @@ import {
   type TokenLogprob,
 } from "./run_generation.ts";
 import type { Metrics, MetricsGauges } from "./metrics.ts";
+import type { ModelDescription } from "./describe_model.ts";
+import { ollamaRoutes } from "./ollama.ts";
+import { ollamaErrorResponse } from "./ollama_format.ts";
 import { PAGE_CSS, PAGE_HTML, PAGE_JS } from "./page/page.ts";
 import type { SlotPool } from "./slot_pool.ts";
 import {
@@ -80,6 +83,8 @@ export interface ServerState {
   strict?: boolean;
   /** Called once per request when its response is complete (streams: when they end). */
   log?: (entry: RequestLogEntry) => void;
+  /** The served model as the Ollama routes list it (computed once at load). */
+  description?: ModelDescription;
 }
 
 /**
@@ -109,8 +114,17 @@ export interface RequestLogEntry {
   ignored: string[];
 }
 
-/** What one request's handlers learn, for its log line and headers. */
-interface RequestInfo {
+/**
+ * What one request's handlers learn, for its log line and headers.
+ *
+ * @example
+ * ```ts
+ * import type { RequestInfo } from "./handler.ts";
+ * const info: RequestInfo = { ignored: [], started: performance.now() };
+ * console.log(info.ignored.length); // 0
+ * ```
+ */
+export interface RequestInfo {
   ignored: string[];
   /** performance.now() when the request arrived. */
   started: number;
@@ -150,7 +164,16 @@ function head(prefix: string, modelId: string): ResponseHead {
   };
 }
 
-function needJson(request: Request, strict: boolean): void {
+/**
+ * Throws 415 unless the body is typed JSON (or, outside `strict`, untyped and not from a page).
+ *
+ * @example
+ * ```ts
+ * import { needJson } from "./handler.ts";
+ * needJson(new Request("http://x/", { method: "POST", headers: { "content-type": "application/json" } }), true);
+ * ```
+ */
+export function needJson(request: Request, strict: boolean): void {
   const type = request.headers.get("content-type") ?? "";
   if (/^application\/json\s*(;|$)/i.test(type)) return;
   // A JSON type makes a browser preflight a cross-site POST, which this server never answers.
@@ -164,8 +187,16 @@ function needJson(request: Request, strict: boolean): void {
   });
 }
 
-/** The ignored-fields list of a request, or undefined (refuse them) under `strict`. */
-function ignoredOf(state: ServerState, info: RequestInfo): string[] | undefined {
+/**
+ * The ignored-fields list of a request, or undefined (refuse them) under `strict`.
+ *
+ * @example
+ * ```ts ignore
+ * import { ignoredOf } from "./handler.ts";
+ * validateChatRequest(body, state.limits, state.vocab, state.contextLength, ignoredOf(state, info));
+ * ```
+ */
+export function ignoredOf(state: ServerState, info: RequestInfo): string[] | undefined {
   return state.strict ? undefined : info.ignored;
 }
 
@@ -314,8 +345,14 @@ async function complete(
  * turn of this conversation, or a shared system prompt), the more the better;
  * then an empty one (nothing of anyone's is thrown away); then the longest
  * shared prefix. Equal scores go to the instance idle longest.
+ *
+ * @example
+ * ```ts ignore
+ * import { slotScore } from "./handler.ts";
+ * const slot = await state.pool.acquire(signal, (s) => slotScore(s, prompt));
+ * ```
  */
-function slotScore(slot: ModelSlot, prompt: readonly number[]): number {
+export function slotScore(slot: ModelSlot, prompt: readonly number[]): number {
   const cache = slot.cache;
   if (cache === undefined) return 0;
   const held = cache.tokens.length;
@@ -482,15 +519,31 @@ function pageResponse(body: string, type: string): Response {
   });
 }
 
-/** A generation the server's shutdown (or the drain timeout) ended. */
-function shutdownError(): ApiError {
+/**
+ * A generation the server's shutdown (or the drain timeout) ended.
+ *
+ * @example
+ * ```ts
+ * import { shutdownError } from "./handler.ts";
+ * console.log(shutdownError().status); // 503
+ * ```
+ */
+export function shutdownError(): ApiError {
   return new ApiError(503, "the server shut down before the generation finished", {
     code: "server_shutdown",
   });
 }
 
-/** The state, unless the server drains: then a 503 for a new generation (try another replica). */
-function notDraining(state: ServerState): ServerState {
+/**
+ * The state, unless the server drains: then a 503 for a new generation (try another replica).
+ *
+ * @example
+ * ```ts ignore
+ * import { notDraining } from "./handler.ts";
+ * await chatCompletions(notDraining(state), request, info);
+ * ```
+ */
+export function notDraining(state: ServerState): ServerState {
   if (state.draining) {
     throw new ApiError(503, "the server is shutting down; retry on another replica", {
       code: "draining",
@@ -601,6 +654,7 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
       );
       return jsonResponse({ content: state.tokenizer.decode(ids) });
     }],
+    ...ollamaRoutes(state, request, info),
   };
   const entry = Object.hasOwn(routes, pathname) ? routes[pathname] : undefined;
   if (entry === undefined) {
@@ -618,6 +672,11 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
     }
   }
   return await entry[1]();
+}
+
+/** Ollama's routes (and any other path under /api/) answer errors in Ollama's shape. */
+function isOllama(request: Request): boolean {
+  return new URL(request.url).pathname.startsWith("/api/");
 }
 
 /**
@@ -639,16 +698,16 @@ export function createHandler(state: ServerState): (request: Request) => Promise
       response = await route(state, request, info);
     } catch (error) {
       if (error instanceof ApiError) {
-        response = errorResponse(error);
+        response = isOllama(request) ? ollamaErrorResponse(error) : errorResponse(error);
       } else if (error instanceof DOMException && error.name === "AbortError") {
-        response = errorResponse(
-          state.shutdown.aborted
-            ? shutdownError()
-            : new ApiError(499, "the request was cancelled", { code: "cancelled" }),
-        );
+        const e = state.shutdown.aborted
+          ? shutdownError()
+          : new ApiError(499, "the request was cancelled", { code: "cancelled" });
+        response = isOllama(request) ? ollamaErrorResponse(e) : errorResponse(e);
       } else {
         console.error(`cflow serve: ${(error as Error)?.stack ?? error}`);
-        response = errorResponse(new ApiError(500, "internal error", { code: "internal_error" }));
+        const e = new ApiError(500, "internal error", { code: "internal_error" });
+        response = isOllama(request) ? ollamaErrorResponse(e) : errorResponse(e);
       }
     }
     if (info.ignored.length > 0) {

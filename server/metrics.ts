@@ -23,6 +23,12 @@ const ENDPOINTS: ReadonlySet<string> = new Set([
   "/v1/completions",
   "/tokenize",
   "/detokenize",
+  "/api/chat",
+  "/api/generate",
+  "/api/tags",
+  "/api/show",
+  "/api/ps",
+  "/api/version",
 ]);
 
 /** Bucket bounds (seconds) of the latency histograms: 1 ms to 60 s. */

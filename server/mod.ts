@@ -1,9 +1,12 @@
 /**
- * `cflow serve`: an OpenAI-compatible HTTP server over a converted model.
+ * `cflow serve`: an OpenAI-compatible HTTP server over a converted model, which also speaks
+ * Ollama's API.
  *
  * Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as
  * server-sent events or whole), `GET /v1/models`, `GET /health`, `GET /slots`,
- * `POST /tokenize`, `POST /detokenize`. Every request body is capped in size,
+ * `POST /tokenize`, `POST /detokenize`; Ollama's `POST /api/chat` and `POST /api/generate`
+ * (streamed as NDJSON or whole), `GET /api/tags`, `POST /api/show`, `GET /api/ps` and
+ * `GET /api/version` (server/ollama.ts). Every request body is capped in size,
  * strict UTF-8 JSON, and validated field by field (unknown fields are ignored and named in the
  * `x-cflow-ignored-fields` header, or refused with `strict`).
  *
@@ -41,6 +44,8 @@ import type { ModelSlot } from "./run_generation.ts";
 import { kvBytesPerPosition, type KvCacheType, type Transformer } from "../model/mod.ts";
 import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
 import { Metrics } from "./metrics.ts";
+import { describeModel } from "./describe_model.ts";
+import { ollamaErrorResponse } from "./ollama_format.ts";
 import { SlotPool } from "./slot_pool.ts";
 import { DEFAULT_LIMITS, type RequestLimits } from "./validate_request.ts";
 
@@ -176,9 +181,8 @@ function loading(request: Request): Response {
   if (pathname === "/health") {
     return jsonResponse({ status: "loading" }, 503, { "retry-after": "1" });
   }
-  return errorResponse(
-    new ApiError(503, "the model is loading; retry shortly", { code: "loading" }),
-  );
+  const e = new ApiError(503, "the model is loading; retry shortly", { code: "loading" });
+  return pathname.startsWith("/api/") ? ollamaErrorResponse(e) : errorResponse(e);
 }
 
 /**
@@ -456,6 +460,7 @@ async function loadState(
     strict: options.strict === true,
     log: options.log,
     metrics: new Metrics(),
+    description: await describeModel(opened.file, options.model),
   };
   state.metrics.modelLoadSeconds = (performance.now() - loadStart) / 1000;
   return { state, model, engine, closeDraft };

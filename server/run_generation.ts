@@ -169,6 +169,7 @@ export function samplerOptions(r: SamplingRequest): SamplerOptions {
     seed: r.seed ?? crypto.getRandomValues(new Uint32Array(1))[0],
   };
   if (r.logitBias !== undefined) o.logitBias = r.logitBias;
+  if (r.penaltyLastN !== undefined) o.penaltyLastN = r.penaltyLastN;
   return o;
 }
 

@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { ConstraintSpec } from "../grammar/constraint_spec.ts";
 import { ApiError } from "./api_error.ts";
 
 /**
@@ -97,6 +98,12 @@ export interface SamplingRequest {
    * benchmarks want.
    */
   ignoreEos: boolean;
+  /**
+   * How many of the last tokens the repetition, presence and frequency penalties look at
+   * (Ollama's `repeat_last_n`); undefined: the sampler's default, 64.
+   */
+  penaltyLastN?: number;
+  constraint?: ConstraintSpec;
 }
 
 /**
