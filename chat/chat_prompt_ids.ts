@@ -22,7 +22,20 @@ import { type ChatMessage, renderChat, type RenderChatOptions } from "./render_c
  * console.log(o.addGenerationPrompt); // true
  * ```
  */
-export type ChatPromptOptions = Omit<RenderChatOptions, "escape">;
+export interface ChatPromptOptions extends Omit<RenderChatOptions, "escape"> {
+  /**
+   * Add the tokenizer's BOS (and EOS) as `encode(..., { addSpecial: true })` does; false for a
+   * prompt that continues earlier ids. Default true.
+   *
+   * @example
+   * ```ts
+   * import type { ChatPromptOptions } from "./chat_prompt_ids.ts";
+   * const o: ChatPromptOptions = { addSpecial: false };
+   * console.log(o.addSpecial); // false
+   * ```
+   */
+  addSpecial?: boolean;
+}
 
 /**
  * Renders `messages` with `template` and tokenizes the result as a prompt: the template's own
@@ -64,7 +77,7 @@ export type ChatPromptOptions = Omit<RenderChatOptions, "escape">;
  * @param messages The conversation (untrusted text).
  * @param options See {@link ChatPromptOptions}.
  * @returns The prompt's token ids, with the tokenizer's BOS (and EOS) added as
- *   `encode(..., { addSpecial: true })` adds them.
+ *   `encode(..., { addSpecial: true })` adds them unless `options.addSpecial` is false.
  * @throws {ChatTemplateError} As {@link renderChat}.
  * @throws {RangeError} If the messages hold more than 65,534 distinct special-token texts or
  *   placeholder code points (`MAX_LITERALS`), or as {@link renderChat}.
@@ -81,15 +94,19 @@ export function chatPromptIds(
   if (Object.hasOwn(options, "escape")) {
     throw new RangeError("chatPromptIds: escape is set by chatPromptIds itself");
   }
+  const { addSpecial = true, ...render } = options;
+  if (typeof addSpecial !== "boolean") {
+    throw new TypeError("chatPromptIds: addSpecial must be a boolean");
+  }
   const literals = new SpecialLiterals(tokenizer);
   const text = renderChat(template, messages, {
     bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : "",
     eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : "",
-    ...options,
+    ...render,
     escape: (s) => literals.escape(s),
   });
   return tokenizer.encode(text, {
-    addSpecial: true,
+    addSpecial,
     parseSpecial: true,
     literals: literals.literals,
   });

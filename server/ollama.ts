@@ -7,7 +7,7 @@
  * @module
  */
 
-import { ChatTemplateError, renderChat } from "../chat/mod.ts";
+import { chatPromptIds, ChatTemplateError } from "../chat/mod.ts";
 import { VERSION } from "../version.ts";
 import { ApiError, jsonResponse } from "./api_error.ts";
 import {
@@ -192,12 +192,17 @@ function loaded(model: string, stream: boolean, fields: Record<string, unknown>)
   });
 }
 
-/** The chat template applied to `messages`, with a generation prompt. */
+/**
+ * The chat template applied to `messages`, with a generation prompt, as token ids whose special
+ * tokens are the template's only (chatPromptIds); `addSpecial` false leaves out the BOS (a
+ * continuation of a returned `context`).
+ */
 function render(
   state: ServerState,
   messages: { role: string; content: string }[],
   param: string,
-): string {
+  addSpecial = true,
+): number[] {
   if (state.chatTemplate === undefined) {
     throw new ApiError(400, "the model has no chat template: use /api/generate with raw: true", {
       param,
@@ -205,10 +210,9 @@ function render(
   }
   const t = state.tokenizer;
   try {
-    return renderChat(state.chatTemplate, messages, {
-      bosToken: t.bosId !== undefined ? t.tokenText(t.bosId) : "",
-      eosToken: t.eosId !== undefined ? t.tokenText(t.eosId) : "",
+    return chatPromptIds(t, state.chatTemplate, messages, {
       addGenerationPrompt: true,
+      addSpecial,
     });
   } catch (error) {
     if (error instanceof ChatTemplateError) {
@@ -235,8 +239,7 @@ async function chat(state: ServerState, request: Request, info: RequestInfo): Pr
   );
   const assistant = (content: string) => ({ message: { role: "assistant", content } });
   if (r.load) return loaded(r.model, r.sampling.stream, assistant(""));
-  const text = render(state, r.messages, "messages");
-  const prompt = state.tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
+  const prompt = render(state, r.messages, "messages");
   const maxTokens = budget(state, prompt, r.sampling, r.numCtx, "messages");
   return await generateOllama(state, request, info, r.model, prompt, r.sampling, maxTokens, {
     piece: assistant,
@@ -257,14 +260,7 @@ async function generate(
     ignoredOf(state, info),
   );
   if (r.load) return loaded(r.model, r.sampling.stream, { response: "" });
-  let text = r.prompt;
-  if (!r.raw && state.chatTemplate !== undefined) {
-    const messages = [
-      ...(r.system === undefined ? [] : [{ role: "system", content: r.system }]),
-      { role: "user", content: r.prompt },
-    ];
-    text = render(state, messages, "prompt");
-  } else if (!r.raw && r.system !== undefined) {
+  if (!r.raw && state.chatTemplate === undefined && r.system !== undefined) {
     throw new ApiError(400, "the model has no chat template to put system in", {
       param: "system",
     });
@@ -272,10 +268,22 @@ async function generate(
   // An earlier answer's context comes first, as it is: the slot's KV cache holds it still.
   const t = state.tokenizer;
   const before = r.context ?? [];
-  const prompt = [
-    ...before,
-    ...t.encode(text, { addSpecial: before.length === 0, parseSpecial: true }),
-  ];
+  const addSpecial = before.length === 0;
+  // Through the chat template, the prompt and system are message text (no special tokens of
+  // their own); raw, the prompt is the whole prompt and its special tokens are parsed, as
+  // Ollama does.
+  const ids = !r.raw && state.chatTemplate !== undefined
+    ? render(
+      state,
+      [
+        ...(r.system === undefined ? [] : [{ role: "system", content: r.system }]),
+        { role: "user", content: r.prompt },
+      ],
+      "prompt",
+      addSpecial,
+    )
+    : t.encode(r.prompt, { addSpecial, parseSpecial: r.raw });
+  const prompt = [...before, ...ids];
   const maxTokens = budget(state, prompt, r.sampling, r.numCtx, "prompt");
   return await generateOllama(state, request, info, r.model, prompt, r.sampling, maxTokens, {
     piece: (response) => ({ response }),
@@ -283,7 +291,7 @@ async function generate(
     // `context` and continue from.
     last: (response, result) => ({
       response,
-      context: [...prompt, ...t.encode(result.text, { addSpecial: false, parseSpecial: true })],
+      context: [...prompt, ...t.encode(result.text, { addSpecial: false, parseSpecial: false })],
     }),
   });
 }
