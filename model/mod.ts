@@ -17,6 +17,7 @@ export { Transformer } from "./transformer.ts";
 export { KV_CACHE_TYPES, kvBytesPerPosition, KvLayout, kvRowBytes } from "./kv_cache.ts";
 export type { KvCacheType } from "./kv_cache.ts";
 export type {
+  HiddenStatesOptions,
   LoadStats,
   StepRow,
   TracePosition,
