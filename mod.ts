@@ -34,7 +34,14 @@
  */
 
 export { loadModel, Model } from "./api/mod.ts";
-export type { LoadModelOptions, ModelGenerateOptions, Token } from "./api/mod.ts";
+export type {
+  Embeddings,
+  EmbedOptions,
+  LoadModelOptions,
+  ModelGenerateOptions,
+  Pooling,
+  Token,
+} from "./api/mod.ts";
 export type { GenerationStats } from "./runtime/generate.ts";
 export type { ChatMessage } from "./chat/mod.ts";
 export type { ModelConfig, RopeScaling, TransformerOptions } from "./model/mod.ts";
