@@ -2,8 +2,8 @@
  * `cflow serve`: an OpenAI-compatible HTTP server over a converted model.
  *
  * Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as
- * server-sent events or whole), `GET /v1/models`, `GET /health`, `GET /slots`,
- * `POST /tokenize`, `POST /detokenize`. Every request body is capped in size,
+ * server-sent events or whole), `POST /v1/embeddings` (embeddings.ts), `GET /v1/models`,
+ * `GET /health`, `GET /slots`, `POST /tokenize`, `POST /detokenize`. Every request body is capped in size,
  * strict UTF-8 JSON, and validated field by field (unknown fields are ignored and named in the
  * `x-cflow-ignored-fields` header, or refused with `strict`).
  *
