@@ -136,8 +136,11 @@ Deno.test({
       assert.match(body.error.message, /input\[1\] has \d+ tokens; the context holds 32/);
       const many = new Array(8).fill("one two three four five six");
       await expectError(await post(url, { input: many }), 400, "input", /more than 40 tokens/);
-      // Still serving.
+      // Still serving; /metrics counts the route by name.
       assert.equal((await embed(server.url, { input: "hello" }))[0].length, SMOLLM2_HIDDEN);
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(metrics, /cflow_requests_total\{endpoint="\/v1\/embeddings",status="200"\} 1/);
+      assert.match(metrics, /cflow_requests_total\{endpoint="\/v1\/embeddings",status="400"\} 12/);
     });
   },
 });
