@@ -7,8 +7,8 @@
  * Like `OutputRows` (output_rows.ts) it is a second small plan on a workspace of its
  * own, made on first use: the final hidden rows of a batch are copied into
  * it and normed there by the same RMSNorm operation, with the same weights
- * and epsilon, as the model's head, so each row is bit for bit the normed
- * input of the output projection. No vocabulary-sized work is done.
+ * and epsilon, as the model's head: each row is what the output projection
+ * would read for it. No vocabulary-sized work is done.
  *
  * @module
  */

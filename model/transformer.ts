@@ -632,8 +632,9 @@ export class Transformer {
    * position + n) of `sequence` (default: from 0 of sequence 0), so they
    * **overwrite that part of the sequence's KV cache**: whoever records what
    * the cache holds (a `PromptCache`) must drop what was there. Each row's
-   * arithmetic is what it gets in {@link prefill} (bit for bit the input of
-   * the output projection there). `onRow` gets the rows in order, in one
+   * layers run the arithmetic of {@link prefill} (the keys and values written
+   * are the same), and its output norm is the head's own operation.
+   * `onRow` gets the rows in order, in one
    * buffer the next row overwrites; it must not run this model. Each batch
    * runs on one of Deno's blocking threads; no other call may run this
    * model until the promise settles.
