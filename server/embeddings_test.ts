@@ -7,7 +7,9 @@
 import assert from "node:assert/strict";
 import OpenAI from "npm:openai@4.104.0";
 import { post, present, withServer } from "./_test_server.ts";
-import { MAX_EMBEDDING_INPUTS } from "./embeddings.ts";
+import { MAX_EMBEDDING_INPUTS, validateEmbeddingsRequest } from "./embeddings.ts";
+import { ApiError } from "./api_error.ts";
+import { DEFAULT_LIMITS } from "./validate_request.ts";
 
 const SMOLLM2_HIDDEN = 576;
 
@@ -43,6 +45,47 @@ async function complete(url: string, prompt: string, maxTokens = 16): Promise<st
   assert.equal(r.status, 200, JSON.stringify(j));
   return j.choices[0].text;
 }
+
+Deno.test("validateEmbeddingsRequest: the input shapes, and each refusal names its field", () => {
+  const v = (body: unknown, ignored: string[] = []) =>
+    validateEmbeddingsRequest(body, DEFAULT_LIMITS, 100, 64, ignored);
+  assert.deepEqual(v({ input: "a" }), { inputs: ["a"], params: ["input"], encoding: "float" });
+  assert.deepEqual(v({ input: [1, 2] }).inputs, [[1, 2]]);
+  assert.deepEqual(v({ input: [1, 2] }).params, ["input"]);
+  assert.deepEqual(v({ input: [[1], [2, 3]] }).params, ["input[0]", "input[1]"]);
+  assert.deepEqual(v({ input: ["a", "b"], encoding_format: "base64" }).encoding, "base64");
+  // model, user, a null encoding_format and the model's own width are accepted.
+  v({ input: "a", model: "m", user: "u", encoding_format: null, dimensions: 64 });
+  const ignored: string[] = [];
+  v({ input: "a", extra: 1 }, ignored);
+  assert.deepEqual(ignored, ["extra"]);
+  const refused = (body: unknown, param: string | null, re: RegExp, strict = false) => {
+    try {
+      validateEmbeddingsRequest(body, DEFAULT_LIMITS, 100, 64, strict ? undefined : []);
+    } catch (e) {
+      assert.ok(e instanceof ApiError && e.status === 400, String(e));
+      assert.equal(e.param, param);
+      assert.match(e.message, re);
+      return;
+    }
+    assert.fail(`accepted ${JSON.stringify(body)}`);
+  };
+  refused({ input: "a", extra: 1 }, "extra", /unknown or unsupported field/, true);
+  refused([], null, /JSON object/);
+  refused({ input: null }, "input", /got null/);
+  refused({ input: "" }, "input", /empty string/);
+  refused({ input: ["a", ""] }, "input[1]", /empty string/);
+  refused({ input: [1.5] }, "input", /integer token ids/);
+  refused({ input: [-1] }, "input", /integer token ids/);
+  refused({ input: [100] }, "input", /in \[0, 100\)/);
+  refused({ input: [[1], ["a"]] }, "input[1]", /integer token ids/);
+  refused({ input: [[1], 2] }, "input", /not a mix/);
+  refused({ input: "a", model: 3 }, "model", /model must be a string/);
+  refused({ input: "a", user: {} }, "user", /user must be a string/);
+  refused({ input: "a", dimensions: "64" }, "dimensions", /a string is not supported/);
+  refused({ input: "a".repeat(DEFAULT_LIMITS.maxTextLength + 1) }, "input", /longer than/);
+  refused({ input: new Array(MAX_EMBEDDING_INPUTS + 1).fill([1]) }, "input", /more than 2048/);
+});
 
 const SENTENCES = [
   "The cat sat on the mat.",
