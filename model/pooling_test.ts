@@ -2,6 +2,12 @@
 import assert from "node:assert/strict";
 import { embedTokens, type HiddenStateSource, Pooler, poolingOf } from "./pooling.ts";
 import type { ModelConfig } from "./config.ts";
+import { convertFile } from "../convert/mod.ts";
+import { openKernels } from "../ffi/mod.ts";
+import { bytesSource } from "../formats/byte_source.ts";
+import { parseGguf, readTensorBytes, writeGguf } from "../formats/gguf/mod.ts";
+import { tinyGguf } from "../tests/util/tiny_gguf.ts";
+import { Transformer } from "./transformer.ts";
 
 const rows = [[3, 0, 4], [0, 2, 0], [1, 1, 1]].map((r) => Float32Array.from(r));
 
@@ -58,4 +64,45 @@ Deno.test("embedTokens pools what the source gives, with the model's pooling", a
   };
   close([...await embedTokens(source, [7, 8, 9])], pool("last"));
   close([...await embedTokens(source, [7, 8, 9], { pooling: "cls" })], pool("cls"));
+});
+
+Deno.test("a GGUF's pooling_type reaches the converted model, and embedTokens pools by it", async () => {
+  openKernels({ threads: 1 });
+  const dir = await Deno.makeTempDir({ prefix: "cflow-pooling-" });
+  try {
+    // The tiny llama GGUF with `llama.pooling_type = 3` (last) added to its metadata.
+    const src = bytesSource("tiny.gguf", tinyGguf("Q8_0"));
+    const g = parseGguf(src);
+    await Deno.writeFile(
+      `${dir}/tiny.gguf`,
+      writeGguf({
+        metadata: [...g.metadata, ["llama.pooling_type", { type: "u32", value: 3 }]],
+        tensors: g.tensors.map((t) => ({
+          name: t.name,
+          dims: t.dims,
+          type: t.type,
+          data: readTensorBytes(src, t),
+        })),
+      }),
+    );
+    await convertFile(`${dir}/tiny.gguf`, `${dir}/tiny.cflow`, {
+      format: "cflow",
+      quant: "q8_0",
+      rule: "ggml",
+      measureError: false,
+    });
+    using model = Transformer.load(`${dir}/tiny.cflow`, { contextLength: 16 });
+    assert.equal(model.config.poolingType, 3);
+    const tokens = [1, 5, 9, 2];
+    const rows = model.hiddenStates(tokens);
+    const last = rows[3];
+    const norm = Math.sqrt(last.reduce((s, x) => s + x * x, 0));
+    close([...await embedTokens(model, tokens)], [...last].map((x) => x / norm));
+    // Mean pooling when asked, over the same rows.
+    const sum = rows[0].map((_, i) => rows.reduce((s, r) => s + r[i], 0));
+    const n = Math.sqrt(sum.reduce((s, x) => s + x * x, 0));
+    close([...await embedTokens(model, tokens, { pooling: "mean" })], [...sum].map((x) => x / n));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
