@@ -161,6 +161,14 @@ Deno.test({
     assert.deepEqual(await greedy(model, prompt), solo);
     await model.embed("Completely different words fill these positions now, and more of them.");
     assert.deepEqual(await greedy(model, prompt), solo);
+    // Cancelled midway through its inputs: refused with the signal's reason, the slot still right.
+    const stop = new AbortController();
+    const long = model.embed(new Array(200).fill("Red, yellow and blue are the colors."), {
+      signal: stop.signal,
+    });
+    setTimeout(() => stop.abort(new Error("stopped")), 100);
+    await assert.rejects(long, /stopped/);
+    assert.deepEqual(await greedy(model, prompt), solo);
   },
 });
 

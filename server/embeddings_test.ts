@@ -203,6 +203,25 @@ Deno.test({
       assert.equal(await complete(server.url, prompt), solo);
       await embed(server.url, { input: "Something else entirely, to overwrite more." });
       assert.equal(await complete(server.url, prompt), solo);
+      // A client that leaves during a long request: the slot comes back (at once when the server
+      // hears of the disconnect, which Deno reports seconds late; else when the inputs are done)
+      // and its next generation is still the solo answer.
+      const leave = new AbortController();
+      const gone = post(
+        `${server.url}/v1/embeddings`,
+        { input: new Array(600).fill("Hi") },
+        {},
+        leave.signal,
+      ).catch((e) => e);
+      await new Promise((r) => setTimeout(r, 500));
+      leave.abort();
+      assert.ok((await gone) instanceof Error);
+      const deadline = Date.now() + 60_000;
+      while ((await (await fetch(`${server.url}/health`)).json()).slots_idle !== 1) {
+        assert.ok(Date.now() < deadline, "the slot was not freed");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(await complete(server.url, prompt), solo);
     });
     await withServer({ parallel: 2 }, async (server) => {
       const long = "Write a long list of fruits and vegetables:";
