@@ -34,7 +34,14 @@
  */
 
 export { loadModel, Model } from "./api/mod.ts";
-export type { LoadModelOptions, ModelGenerateOptions, Token } from "./api/mod.ts";
+export type {
+  Embeddings,
+  EmbedOptions,
+  LoadModelOptions,
+  ModelGenerateOptions,
+  Pooling,
+  Token,
+} from "./api/mod.ts";
 export type { GenerationStats } from "./runtime/generate.ts";
 export type { MemoryUsage } from "./runtime/memory_usage.ts";
 export type { Drafter, SpeculationStats } from "./runtime/speculative.ts";

@@ -1,6 +1,6 @@
 /**
  * The library API for scripts and notebooks: {@link loadModel} and the {@link Model} it
- * returns (generate, chat, tokenize, detokenize, logits).
+ * returns (generate, chat, embed, tokenize, detokenize, logits).
  *
  * ```ts ignore
  * import { loadModel } from "@cflow/run";
@@ -15,4 +15,11 @@
  */
 
 export { loadModel, Model } from "./model.ts";
-export type { LoadModelOptions, ModelGenerateOptions, Token } from "./model.ts";
+export type {
+  Embeddings,
+  EmbedOptions,
+  LoadModelOptions,
+  ModelGenerateOptions,
+  Token,
+} from "./model.ts";
+export type { Pooling } from "../model/mod.ts";

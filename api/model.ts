@@ -8,7 +8,15 @@
 import { type ChatMessage, chatPromptIds, chatTemplateFrom } from "../chat/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { openKernels, prepareKernels } from "../ffi/mod.ts";
-import type { ModelConfig, Transformer, TransformerOptions } from "../model/mod.ts";
+import {
+  embedTokens,
+  type HiddenStateSource,
+  type ModelConfig,
+  type Pooling,
+  poolingOf,
+  type Transformer,
+  type TransformerOptions,
+} from "../model/mod.ts";
 import {
   generate as generateTokens,
   type GeneratedToken,
@@ -48,7 +56,7 @@ export interface LoadModelOptions extends TransformerOptions {
 
 /** Where one generation runs, and what its KV cache holds. */
 interface ModelSlot {
-  model: GenerationModel;
+  model: GenerationModel & HiddenStateSource;
   cache: PromptCache;
   idle?: () => void;
 }
@@ -106,6 +114,42 @@ export interface Token {
   logprob?: number;
   /** Most likely tokens at this step, best first (with `logprobs` > 0). */
   top?: { id: number; text: string; logprob: number }[];
+}
+
+/**
+ * Options of {@link Model.embed}.
+ *
+ * @example
+ * ```ts
+ * import type { EmbedOptions } from "./model.ts";
+ * const o: EmbedOptions = { pooling: "last" };
+ * ```
+ */
+export interface EmbedOptions {
+  /**
+   * How each input's token vectors become one (default: what the model declares, GGUF
+   * `<arch>.pooling_type` mean, cls or last; mean when it declares nothing).
+   */
+  pooling?: Pooling;
+  /** Cancels between inputs and between batches of an input. */
+  signal?: AbortSignal;
+}
+
+/**
+ * What {@link Model.embed} returns: one L2-normalised vector of `config.hidden` values per
+ * input, in input order, and the tokens read.
+ *
+ * @example
+ * ```ts
+ * import type { Embeddings } from "./model.ts";
+ * const e: Embeddings = { embeddings: [new Float32Array(576)], promptTokens: 7 };
+ * ```
+ */
+export interface Embeddings {
+  /** One vector per input. */
+  embeddings: Float32Array[];
+  /** Tokens of all inputs together. */
+  promptTokens: number;
 }
 
 /**
@@ -248,6 +292,86 @@ export class Model {
     return yield* this.#run(ids, rest);
   }
 
+  /**
+   * Embeddings of a text or of several: each input is tokenized (with the model's BOS when it
+   * wants one), run through the model, and its final hidden states (after the output norm, the
+   * vectors the LM head reads) are pooled as the model declares (GGUF `pooling_type`: mean, cls
+   * or last; mean when it declares nothing; a reranker's `rank` is refused) and L2-normalised, so
+   * the dot product of two embeddings is their cosine similarity. An empty input, or one longer
+   * than the context, is refused with a RangeError naming its index.
+   *
+   * An embedding runs on a generation's slot and overwrites the start of its KV cache: the next
+   * generation there runs again what was overwritten (its answer is the same). With
+   * `sequences: N` it waits for a free sequence, and runs a batch at a time between the
+   * running generations' steps.
+   *
+   * @example
+   * ```ts ignore
+   * using model = await loadModel("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+   * const { embeddings } = await model.embed(["The cat sat on the mat.", "A kitten sat on the rug."]);
+   * let cosine = 0;
+   * for (let i = 0; i < embeddings[0].length; i++) cosine += embeddings[0][i] * embeddings[1][i];
+   * console.log(cosine.toFixed(3));
+   * ```
+   */
+  async embed(input: string | readonly string[], options: EmbedOptions = {}): Promise<Embeddings> {
+    const texts = typeof input === "string" ? [input] : input;
+    if (!Array.isArray(texts) || texts.length === 0) {
+      throw new RangeError("Model.embed: input must be a string or a non-empty array of strings");
+    }
+    const ids = texts.map((text, i) => {
+      if (typeof text !== "string") throw new TypeError(`Model.embed: input ${i} is not a string`);
+      if (text.length === 0) throw new RangeError(`Model.embed: input ${i} is empty`);
+      const tokens = this.tokenize(text);
+      if (tokens.length === 0) throw new RangeError(`Model.embed: input ${i} has no tokens`);
+      if (tokens.length > this.#model.contextLength) {
+        throw new RangeError(
+          `Model.embed: input ${i} has ${tokens.length} tokens; the context holds ${this.#model.contextLength}`,
+        );
+      }
+      return tokens;
+    });
+    const pooling = options.pooling ?? poolingOf(this.#model.config);
+    if (!["mean", "cls", "last"].includes(pooling)) {
+      throw new RangeError(`Model.embed: pooling ${pooling} is not mean, cls or last`);
+    }
+    const slot = await this.#takeSlot();
+    try {
+      const embeddings: Float32Array[] = [];
+      for (const tokens of ids) {
+        options.signal?.throwIfAborted();
+        // The positions from the first token this input does not share with the cache's record
+        // on are about to hold this input's keys and values.
+        slot.cache.truncate(slot.cache.reusable(tokens));
+        embeddings.push(await embedTokens(slot.model, tokens, { pooling, signal: options.signal }));
+      }
+      return { embeddings, promptTokens: ids.reduce((n, t) => n + t.length, 0) };
+    } finally {
+      this.#giveBack(slot);
+    }
+  }
+
+  /** A free slot, waiting in arrival order; refused while one-slot work runs. */
+  async #takeSlot(): Promise<ModelSlot> {
+    if (this.#busy) throw new Error("Model: logits() is running");
+    if (this.#slots.length === 1 && this.#running > 0) {
+      throw new Error(
+        "Model: one generation at a time (this one is running; load with sequences: N for more)",
+      );
+    }
+    while (this.#free.length === 0) await new Promise<void>((r) => this.#waiting.push(r));
+    this.#running++;
+    return this.#free.pop()!;
+  }
+
+  /** Returns a slot taken by {@link #takeSlot}. */
+  #giveBack(slot: ModelSlot): void {
+    slot.idle?.();
+    this.#running--;
+    this.#free.push(slot);
+    this.#waiting.shift()?.();
+  }
+
   async *#run(
     ids: number[],
     options: ModelGenerateOptions,
@@ -267,16 +391,8 @@ export class Model {
     const speculation = draft !== undefined || lookupNgram !== undefined
       ? { drafter: this.#drafter(draft, lookupNgram, draftMinP), maxDraft: draftMax }
       : undefined;
-    if (this.#busy) throw new Error("Model: logits() is running");
-    if (this.#slots.length === 1 && this.#running > 0) {
-      throw new Error(
-        "Model: one generation at a time (this one is running; load with sequences: N for more)",
-      );
-    }
     // Wait, in arrival order, for a free sequence.
-    while (this.#free.length === 0) await new Promise<void>((r) => this.#waiting.push(r));
-    const slot = this.#free.pop()!;
-    this.#running++;
+    const slot = await this.#takeSlot();
     // The draft is busy too: its own generations would share its sequence 0.
     if (draft !== undefined) draft.#running++;
     try {
@@ -295,10 +411,7 @@ export class Model {
       }
     } finally {
       if (draft !== undefined) draft.#running--;
-      slot.idle?.();
-      this.#running--;
-      this.#free.push(slot);
-      this.#waiting.shift()?.();
+      this.#giveBack(slot);
     }
   }
 

@@ -99,6 +99,13 @@ export interface ModelConfig {
   vNorm: boolean;
   /** QK-norm over the whole q and k (OLMoE) rather than per head. */
   qkNormFull: boolean;
+  /**
+   * The pooling a GGUF source declares for embeddings (`<arch>.pooling_type`,
+   * carried in the metadata's `gguf`): 0 none, 1 mean, 2 cls, 3 last, 4 rank,
+   * as llama.cpp numbers them; null when the file declares none. Read by
+   * `poolingOf` (pooling.ts), which refuses what it cannot do.
+   */
+  poolingType: number | null;
 }
 
 /**
@@ -291,6 +298,7 @@ export function modelConfig(file: TiledFile): ModelConfig {
     pipeline,
     vNorm: (g.featureFlags & FEATURE.V_NORM) !== 0,
     qkNormFull: arch === "olmoe",
+    poolingType: typeof gk("pooling_type") === "number" ? gk("pooling_type") as number : null,
   };
 }
 

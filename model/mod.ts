@@ -14,9 +14,12 @@
 export { COMBINE_STYLE, ropeFrequencies } from "./config.ts";
 export type { ModelConfig, MoeConfig, PipelineConfig, RopeScaling } from "./config.ts";
 export { Transformer } from "./transformer.ts";
+export { embedTokens, Pooler, poolingOf } from "./pooling.ts";
+export type { HiddenStateSource, Pooling } from "./pooling.ts";
 export { KV_CACHE_TYPES, kvBytesPerPosition, KvLayout, kvRowBytes } from "./kv_cache.ts";
 export type { KvCacheType } from "./kv_cache.ts";
 export type {
+  HiddenStatesOptions,
   LoadStats,
   StepRow,
   TracePosition,

@@ -193,3 +193,24 @@ export interface TracePosition {
   /** The logits. */
   logits: Float32Array;
 }
+
+/**
+ * Where `Transformer.hiddenStatesAsync` runs its tokens, and how it is cancelled.
+ *
+ * @example
+ * ```ts
+ * import type { HiddenStatesOptions } from "./options.ts";
+ * const o: HiddenStatesOptions = { sequence: 1, position: 0 };
+ * ```
+ */
+export interface HiddenStatesOptions {
+  /** The sequence whose KV cache the tokens are written into (default 0). */
+  sequence?: number;
+  /**
+   * The position of the first token (default 0); the positions before it must
+   * hold the tokens before it, as in `Transformer.step`.
+   */
+  position?: number;
+  /** Checked between batches: aborting stops before the next one and rejects. */
+  signal?: AbortSignal;
+}

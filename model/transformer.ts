@@ -39,6 +39,7 @@ import {
 import { openDiskTier } from "./disk_tier.ts";
 import { buildForwardPlan, type ForwardHead } from "./forward_plan.ts";
 import type {
+  HiddenStatesOptions,
   LoadStats,
   StepRow,
   TracePosition,
@@ -46,6 +47,7 @@ import type {
   TransformerOptions,
 } from "./options.ts";
 import { planStepRows, type StepBatch } from "./step_rows.ts";
+import { HiddenRows } from "./hidden_rows.ts";
 import { ModelWeights, type WeightOptions } from "./weights.ts";
 
 /**
@@ -103,6 +105,8 @@ export class Transformer {
   #kv: { caches: { k: number; v: number }[]; layout: KvLayout } | undefined;
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
+  /** The output norm over every row of a batch, made by the first hidden-state call. */
+  #hiddenRows: HiddenRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
   #lastExpertBytes: number[] = [];
   #totalExpertBytes = 0;
@@ -621,6 +625,108 @@ export class Transformer {
   }
 
   /**
+   * The final hidden state of each of `tokens`: the model's output norm of
+   * the last layer's output, the vector the LM head multiplies (f32,
+   * `config.hidden` values), with no logits computed. The tokens run as a
+   * prompt, in batches of {@link batch} rows, at positions [position,
+   * position + n) of `sequence` (default: from 0 of sequence 0), so they
+   * **overwrite that part of the sequence's KV cache**: whoever records what
+   * the cache holds (a `PromptCache`) must drop what was there. Each row's
+   * layers run the arithmetic of {@link prefill} (the keys and values written
+   * are the same), and its output norm is the head's own operation.
+   * `onRow` gets the rows in order, in one
+   * buffer the next row overwrites; it must not run this model. Each batch
+   * runs on one of Deno's blocking threads; no other call may run this
+   * model until the promise settles.
+   *
+   * @example
+   * ```ts ignore
+   * const last = new Float32Array(model.config.hidden);
+   * await model.hiddenStatesAsync(tokens, (h, i) => {
+   *   if (i === tokens.length - 1) last.set(h);
+   * });
+   * ```
+   */
+  async hiddenStatesAsync(
+    tokens: readonly number[],
+    onRow: (hidden: Float32Array, index: number) => void,
+    options: HiddenStatesOptions = {},
+  ): Promise<void> {
+    const { batches, output, rows, sequence } = this.#hiddenPlan(tokens, options);
+    for (const b of batches) {
+      options.signal?.throwIfAborted();
+      await this.#plan.runRowsAsync(b.ids, b.bases, b.positions, 0, output);
+      this.#hiddenDone(sequence, b);
+      rows.run(this.#workspace, this.#head.input, b.ids.length, (h, r) => onRow(h, b.first + r));
+    }
+    this.#readCounters();
+  }
+
+  /**
+   * {@link hiddenStatesAsync} on the calling thread, returning a copy of
+   * every row's final hidden state.
+   *
+   * @example
+   * ```ts ignore
+   * const rows = model.hiddenStates([1, 2, 3]); // 3 Float32Arrays of config.hidden values
+   * ```
+   */
+  hiddenStates(
+    tokens: readonly number[],
+    options: Omit<HiddenStatesOptions, "signal"> = {},
+  ): Float32Array[] {
+    const { batches, output, rows, sequence } = this.#hiddenPlan(tokens, options);
+    const out: Float32Array[] = [];
+    for (const b of batches) {
+      this.#plan.runRows(b.ids, b.bases, b.positions, 0, output);
+      this.#hiddenDone(sequence, b);
+      rows.run(this.#workspace, this.#head.input, b.ids.length, (h) => out.push(h.slice()));
+    }
+    this.#readCounters();
+    return out;
+  }
+
+  /** The batches of a hidden-state call, checked as a step's rows are. */
+  #hiddenPlan(tokens: readonly number[], options: HiddenStatesOptions): {
+    batches: StepBatch[];
+    output: number;
+    rows: HiddenRows;
+    sequence: number;
+  } {
+    if (!Array.isArray(tokens) || tokens.length === 0) {
+      throw new RangeError("model: hidden states need at least one token");
+    }
+    const sequence = options.sequence ?? 0;
+    const position = options.position ?? 0;
+    const { batches } = planStepRows(
+      tokens.map((token, i) => ({ token, sequence, position: position + i, logits: false })),
+      {
+        sequences: this.sequences,
+        context: this.contextLength,
+        batch: this.batch,
+        vocab: this.config.vocab,
+        filled: this.#filled,
+      },
+    );
+    this.#hiddenRows ??= new HiddenRows({
+      norm: new Float32Array(this.#workspace.read(this.#head.norm, this.config.hidden * 4).buffer),
+      eps: this.config.eps,
+      hidden: this.config.hidden,
+      batch: this.batch,
+      inputStride: this.#head.input.stride,
+    });
+    // Everything up to the output section: the head would compute the last row's logits.
+    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
+    return { batches, output, rows: this.#hiddenRows, sequence };
+  }
+
+  /** Records that a batch of a hidden-state call has written its positions. */
+  #hiddenDone(sequence: number, b: StepBatch): void {
+    const next = b.positions[b.positions.length - 1] + 1;
+    this.#filled[sequence] = Math.max(this.#filled[sequence], next);
+  }
+
+  /**
    * One step over several sequences at once: each row is a token of one
    * sequence at its position, and every weight is read once for all of them
    * (batched decode: one row per running sequence; a chunk of a prompt is
@@ -953,6 +1059,8 @@ export class Transformer {
   close(): void {
     this.#outputRows?.close();
     this.#outputRows = undefined;
+    this.#hiddenRows?.close();
+    this.#hiddenRows = undefined;
     this.#plan.close();
     this.#stage?.close();
     this.#direct?.close();

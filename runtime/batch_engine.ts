@@ -171,6 +171,26 @@ export class Sequence implements GenerationModel {
     await this.#engine.submit(this.index, tokens, pos, this.#logits, undefined, into);
   }
 
+  /**
+   * The final hidden states of `tokens` at positions [0, n) of this
+   * sequence (`Transformer.hiddenStatesAsync`, which says what it
+   * overwrites), a batch at a time between the engine's steps: the other
+   * sequences' generations go on between two batches. Not while this
+   * sequence has a step waiting.
+   *
+   * @example
+   * ```ts ignore
+   * await engine.sequences[1].hiddenStatesAsync(tokens, (h, i) => rows.push(h.slice()));
+   * ```
+   */
+  hiddenStatesAsync(
+    tokens: readonly number[],
+    onRow: (hidden: Float32Array, index: number) => void,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<void> {
+    return this.#engine.hiddenStates(this.index, tokens, onRow, options.signal);
+  }
+
   /** Says this sequence asks for nothing more until its next generation. */
   idle(): void {
     this.#engine.idle(this.index);
@@ -206,6 +226,8 @@ export class BatchEngine {
   #queue: Work[] = [];
   /** Prefix copies waiting for the gap between two steps. */
   #copies: { from: number; to: number; length: number; done: (error?: unknown) => void }[] = [];
+  /** Runs that need the model to themselves, waiting for the gap between two steps. */
+  #alone: { run: () => Promise<void>; reject: (error: unknown) => void }[] = [];
   #running = false;
   #closed = false;
   /** The loop while it runs (settles after its last step). */
@@ -298,7 +320,59 @@ export class BatchEngine {
     const closed = new Error("batch engine: closed");
     for (const w of this.#queue.splice(0)) w.reject(closed);
     for (const c of this.#copies.splice(0)) c.done(closed);
+    for (const a of this.#alone.splice(0)) a.reject(closed);
     await this.#loopDone;
+  }
+
+  /**
+   * @internal A sequence's hidden states ({@link Sequence.hiddenStatesAsync}):
+   * one batch of rows at a time, each with the model to itself between two
+   * steps.
+   */
+  async hiddenStates(
+    sequence: number,
+    tokens: readonly number[],
+    onRow: (hidden: Float32Array, index: number) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    if (tokens.length === 0) throw new RangeError("model: hidden states need at least one token");
+    const batch = this.model.batch;
+    for (let i = 0; i < tokens.length; i += batch) {
+      const chunk = tokens.slice(i, i + batch);
+      await this.#exclusive(() => {
+        if (this.#queue.some((w) => w.sequence === sequence)) {
+          throw new Error(`batch engine: sequence ${sequence} has a step waiting`);
+        }
+        return this.model.hiddenStatesAsync(chunk, (h, r) => onRow(h, i + r), {
+          sequence,
+          position: i,
+          signal,
+        });
+      });
+    }
+  }
+
+  /** Runs `fn` between two steps, when no step is in flight, and settles as it does. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new Error("batch engine: closed"));
+    return new Promise<T>((resolve, reject) => {
+      this.#alone.push({
+        run: async () => {
+          try {
+            resolve(await fn());
+          } catch (error) {
+            reject(error);
+          }
+        },
+        reject,
+      });
+      if (!this.#running) this.#loopDone = this.#loop();
+    });
+  }
+
+  /** The runs that asked for the model alone before this gap (later ones wait for a step). */
+  async #runAlone(): Promise<void> {
+    for (const a of this.#alone.splice(0)) await a.run();
   }
 
   /**
@@ -338,8 +412,9 @@ export class BatchEngine {
   async #loop(): Promise<void> {
     this.#running = true;
     try {
-      while (this.#queue.length > 0 || this.#copies.length > 0) {
+      while (this.#queue.length > 0 || this.#copies.length > 0 || this.#alone.length > 0) {
         this.#runCopies();
+        await this.#runAlone();
         if (this.#queue.length === 0) continue;
         // Let the sequences inside a generation sample and ask again, so they share this step.
         const until = performance.now() + Math.max(this.#gatherMs, this.#lastStepMs / 10);

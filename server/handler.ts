@@ -10,6 +10,7 @@ import { chatPromptIds } from "../chat/mod.ts";
 import { ChatTemplateError } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
+import { embeddings } from "./embeddings.ts";
 import {
   chatChunk,
   chatCompletion,
@@ -630,6 +631,7 @@ async function route(state: ServerState, request: Request, info: RequestInfo): P
       })],
     "/v1/chat/completions": ["POST", () => chatCompletions(notDraining(state), request, info)],
     "/v1/completions": ["POST", () => completions(notDraining(state), request, info)],
+    "/v1/embeddings": ["POST", () => embeddings(notDraining(state), request, info, needJson)],
     "/tokenize": ["POST", async () => {
       needJson(request, state.strict === true);
       const r = validateTokenizeRequest(

@@ -21,6 +21,7 @@ const ENDPOINTS: ReadonlySet<string> = new Set([
   "/v1/models",
   "/v1/chat/completions",
   "/v1/completions",
+  "/v1/embeddings",
   "/tokenize",
   "/detokenize",
   "/api/chat",

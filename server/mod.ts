@@ -3,8 +3,8 @@
  * Ollama's API.
  *
  * Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as
- * server-sent events or whole), `GET /v1/models`, `GET /health`, `GET /slots`,
- * `POST /tokenize`, `POST /detokenize`; Ollama's `POST /api/chat` and `POST /api/generate`
+ * server-sent events or whole), `POST /v1/embeddings` (embeddings.ts), `GET /v1/models`,
+ * `GET /health`, `GET /slots`, `POST /tokenize`, `POST /detokenize`; Ollama's `POST /api/chat` and `POST /api/generate`
  * (streamed as NDJSON or whole), `GET /api/tags`, `POST /api/show`, `GET /api/ps` and
  * `GET /api/version` (server/ollama.ts). Every request body is capped in size,
  * strict UTF-8 JSON, and validated field by field (unknown fields are ignored and named in the
