@@ -196,52 +196,39 @@ function hiddenSource(slot: ModelSlot): HiddenStateSource {
 }
 
 /**
- * Answers `POST /v1/embeddings` (the route table in handler.ts calls it): `checkJson` is the
- * handler's content-type check, `info` the request's log record (its ignored fields, and the
- * prompt tokens once known).
+ * The token ids of each input (texts tokenized with the BOS, no special tokens parsed), each
+ * within the context and all of them within `limits.maxTokens`; with `truncate`, an input longer
+ * than the context keeps its first context-length tokens (Ollama's `truncate: true`) instead of
+ * being refused.
  *
  * @example
  * ```ts ignore
- * import { embeddings } from "./embeddings.ts";
- * const response = await embeddings(state, request, info, needJson);
+ * import { embeddingTokens } from "./embeddings.ts";
+ * const { ids, total } = embeddingTokens(state, ["hello"], ["input"]);
  * ```
  */
-export async function embeddings(
+export function embeddingTokens(
   state: ServerState,
-  request: Request,
-  info: { ignored: string[]; promptTokens?: number },
-  checkJson: (request: Request, strict: boolean) => void,
-): Promise<Response> {
-  checkJson(request, state.strict === true);
-  const body = await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs);
-  const config = state.slots[0].model.config;
-  const r = validateEmbeddingsRequest(
-    body,
-    state.limits,
-    state.vocab,
-    config.hidden,
-    state.strict ? undefined : info.ignored,
-  );
-  let pooling: Pooling;
-  try {
-    pooling = poolingOf(config);
-  } catch (error) {
-    throw new ApiError(400, (error as Error).message, { code: "embeddings_unsupported" });
-  }
-  // Tokens of every input, each within the context, all of them within limits.maxTokens.
+  inputs: readonly (string | number[])[],
+  params: readonly string[],
+  truncate = false,
+): { ids: number[][]; total: number } {
   let total = 0;
-  const ids = r.inputs.map((x, i) => {
-    const param = r.params[i];
-    const tokens = typeof x === "string"
+  const ids = inputs.map((x, i) => {
+    const param = params[i];
+    let tokens = typeof x === "string"
       ? state.tokenizer.encode(x, { addSpecial: true, parseSpecial: false })
       : x;
     if (tokens.length === 0) throw bad(`${param} has no tokens`, param);
     if (tokens.length > state.contextLength) {
-      throw new ApiError(
-        400,
-        `${param} has ${tokens.length} tokens; the context holds ${state.contextLength}`,
-        { param, code: "context_length_exceeded" },
-      );
+      if (!truncate) {
+        throw new ApiError(
+          400,
+          `${param} has ${tokens.length} tokens; the context holds ${state.contextLength}`,
+          { param, code: "context_length_exceeded" },
+        );
+      }
+      tokens = tokens.slice(0, state.contextLength);
     }
     total += tokens.length;
     if (total > state.limits.maxTokens) {
@@ -249,8 +236,31 @@ export async function embeddings(
     }
     return tokens;
   });
-  info.promptTokens = total;
+  return { ids, total };
+}
 
+/**
+ * Runs each input's tokens on a slot taken from the pool (the idle one whose cache loses least),
+ * cutting the slot's prompt-cache record to what each embedding leaves in place, and returns the
+ * pooled, L2-normalised vectors. Stops when the client leaves or the server closes.
+ *
+ * @example
+ * ```ts ignore
+ * import { embedOnSlot } from "./embeddings.ts";
+ * const vectors = await embedOnSlot(state, request, ids);
+ * ```
+ */
+export async function embedOnSlot(
+  state: ServerState,
+  request: Request,
+  ids: readonly number[][],
+): Promise<Float32Array[]> {
+  let pooling: Pooling;
+  try {
+    pooling = poolingOf(state.slots[0].model.config);
+  } catch (error) {
+    throw new ApiError(400, (error as Error).message, { code: "embeddings_unsupported" });
+  }
   const abort = new AbortController();
   const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
   const onShutdown = () => abort.abort(new DOMException("the server is closing", "AbortError"));
@@ -271,16 +281,7 @@ export async function embeddings(
         slot.cache?.truncate(slot.cache.reusable(tokens));
         vectors.push(await embedTokens(source, tokens, { pooling, signal: abort.signal }));
       }
-      return jsonResponse({
-        object: "list",
-        data: vectors.map((v, index) => ({
-          object: "embedding",
-          index,
-          embedding: r.encoding === "base64" ? base64F32(v) : Array.from(v),
-        })),
-        model: state.modelId,
-        usage: { prompt_tokens: total, total_tokens: total },
-      });
+      return vectors;
     } finally {
       state.pool.release(slot);
     }
@@ -288,4 +289,45 @@ export async function embeddings(
     request.signal.removeEventListener("abort", onGone);
     state.shutdown.removeEventListener("abort", onShutdown);
   }
+}
+
+/**
+ * Answers `POST /v1/embeddings` (the route table in handler.ts calls it): `checkJson` is the
+ * handler's content-type check, `info` the request's log record (its ignored fields, and the
+ * prompt tokens once known).
+ *
+ * @example
+ * ```ts ignore
+ * import { embeddings } from "./embeddings.ts";
+ * const response = await embeddings(state, request, info, needJson);
+ * ```
+ */
+export async function embeddings(
+  state: ServerState,
+  request: Request,
+  info: { ignored: string[]; promptTokens?: number },
+  checkJson: (request: Request, strict: boolean) => void,
+): Promise<Response> {
+  checkJson(request, state.strict === true);
+  const body = await readJsonBody(request, state.limits.maxBodyBytes, state.limits.bodyTimeoutMs);
+  const r = validateEmbeddingsRequest(
+    body,
+    state.limits,
+    state.vocab,
+    state.slots[0].model.config.hidden,
+    state.strict ? undefined : info.ignored,
+  );
+  const { ids, total } = embeddingTokens(state, r.inputs, r.params);
+  info.promptTokens = total;
+  const vectors = await embedOnSlot(state, request, ids);
+  return jsonResponse({
+    object: "list",
+    data: vectors.map((v, index) => ({
+      object: "embedding",
+      index,
+      embedding: r.encoding === "base64" ? base64F32(v) : Array.from(v),
+    })),
+    model: state.modelId,
+    usage: { prompt_tokens: total, total_tokens: total },
+  });
 }

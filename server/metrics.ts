@@ -30,6 +30,8 @@ const ENDPOINTS: ReadonlySet<string> = new Set([
   "/api/show",
   "/api/ps",
   "/api/version",
+  "/api/embed",
+  "/api/embeddings",
 ]);
 
 /** Bucket bounds (seconds) of the latency histograms: 1 ms to 60 s. */

@@ -28,6 +28,7 @@ import {
   ollamaModelfile,
   ollamaParameters,
 } from "./ollama_format.ts";
+import { ollamaEmbed } from "./ollama_embed.ts";
 import { readJsonBody } from "./read_json_body.ts";
 import { type GenerationResult, type ModelSlot, runGeneration } from "./run_generation.ts";
 import {
@@ -344,6 +345,8 @@ export function ollamaRoutes(
   return {
     "/api/chat": ["POST", () => chat(notDraining(state), request, info)],
     "/api/generate": ["POST", () => generate(notDraining(state), request, info)],
+    "/api/embed": ["POST", () => ollamaEmbed(notDraining(state), request, info, false)],
+    "/api/embeddings": ["POST", () => ollamaEmbed(notDraining(state), request, info, true)],
     "/api/tags": ["GET", () => jsonResponse({ models: [listed(state)] })],
     "/api/show": ["POST", () => show(state, request, info)],
     "/api/ps": ["GET", () => {

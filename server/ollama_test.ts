@@ -235,10 +235,45 @@ Deno.test({
       assert.ok(expires > Date.now() + 100 * 365 * 86400e3, "kept loaded");
 
       assert.deepEqual(await ollama.version(), { version: VERSION });
-      // Embeddings are not served here: 404 in Ollama's error shape.
-      const e = await fetch(`${server.url}/api/embed`, { method: "POST", body: "{}" });
+      // Model management is not served here: 404 in Ollama's error shape.
+      const e = await fetch(`${server.url}/api/pull`, { method: "POST", body: "{}" });
       assert.equal(e.status, 404);
       assert.deepEqual(Object.keys(await e.json()), ["error"]);
+    });
+  },
+});
+
+Deno.test({
+  name: "ollama: the official client embeds (embed and the legacy embeddings) as /v1/embeddings",
+  ignore: !present,
+  async fn() {
+    await withServer({ contextLength: 256 }, async (server) => {
+      const ollama = new Ollama({ host: server.url });
+      const texts = ["The cat sat on the mat.", "Quarterly revenue rose by 4 percent."];
+      const ref = await (await post(`${server.url}/v1/embeddings`, { input: texts })).json();
+      const r = await ollama.embed({ model: "smollm2", input: texts });
+      assert.equal(r.model, "smollm2");
+      assert.equal(r.embeddings.length, 2);
+      r.embeddings.forEach((v, i) => assert.deepEqual(v, ref.data[i].embedding));
+      assert.equal(r.prompt_eval_count, ref.usage.prompt_tokens);
+      positiveInt(r.total_duration, "total_duration");
+      const one = await ollama.embed({ model: "smollm2", input: texts[0] });
+      assert.deepEqual(one.embeddings, [ref.data[0].embedding]);
+      const legacy = await ollama.embeddings({ model: "smollm2", prompt: texts[1] });
+      assert.deepEqual(legacy.embedding, ref.data[1].embedding);
+      // truncate: false refuses an input longer than the context; true (the default) cuts it.
+      const long = "word ".repeat(400);
+      const refused = await errorOf(
+        ollama.embed({ model: "smollm2", input: long, truncate: false }),
+      );
+      assert.equal(refused.status_code, 400);
+      assert.match(refused.error, /context/);
+      const cut = await ollama.embed({ model: "smollm2", input: long });
+      assert.equal(cut.embeddings[0].length, ref.data[0].embedding.length);
+      assert.equal(
+        (await errorOf(ollama.embed({ model: "smollm2", input: [] }))).status_code,
+        400,
+      );
     });
   },
 });
