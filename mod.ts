@@ -34,7 +34,17 @@
  */
 
 export { loadModel, Model } from "./api/mod.ts";
-export type { LoadModelOptions, ModelGenerateOptions, Token } from "./api/mod.ts";
+export type {
+  ChatStats,
+  LoadModelOptions,
+  ModelChatOptions,
+  ModelGenerateOptions,
+  Token,
+  ToolCall,
+  ToolChatMessage,
+  ToolChoice,
+  ToolDefinition,
+} from "./api/mod.ts";
 export type { GenerationStats } from "./runtime/generate.ts";
 export type { ChatMessage } from "./chat/mod.ts";
 export type { ModelConfig, RopeScaling, TransformerOptions } from "./model/mod.ts";

@@ -15,4 +15,11 @@
  */
 
 export { loadModel, Model } from "./model.ts";
-export type { LoadModelOptions, ModelGenerateOptions, Token } from "./model.ts";
+export type {
+  ChatStats,
+  LoadModelOptions,
+  ModelChatOptions,
+  ModelGenerateOptions,
+  Token,
+} from "./model.ts";
+export type { ToolCall, ToolChatMessage, ToolChoice, ToolDefinition } from "../chat/mod.ts";

@@ -44,3 +44,23 @@ export {
   renderChat,
   type RenderChatOptions,
 } from "./render_chat.ts";
+export {
+  HERMES_CALL_OPENER,
+  templateMessages,
+  toolCallConstraint,
+  type ToolCallFormat,
+  toolCallFormat,
+  type ToolChatMessage,
+  type ToolChoice,
+  type ToolDefinition,
+} from "./chat_tools.ts";
+export {
+  MAX_TOOL_CALL_LENGTH,
+  MAX_TOOL_CALLS,
+  newToolCallId,
+  parseToolCalls,
+  type ToolCall,
+  type ToolCallEvent,
+  ToolCallParser,
+  type ToolCallParserOptions,
+} from "./tool_call_parser.ts";

@@ -15,7 +15,6 @@ import {
   chatCompletion,
   chatLogprobs,
   completionLogprobs,
-  type FinishReason,
   type ResponseHead,
   SSE_DONE,
   sseData,
@@ -32,6 +31,7 @@ import {
 import type { Metrics, MetricsGauges } from "./metrics.ts";
 import { PAGE_CSS, PAGE_HTML, PAGE_JS } from "./page/page.ts";
 import type { SlotPool } from "./slot_pool.ts";
+import { eventDeltas, finishWithCalls, toolTurn } from "./_tool_turn.ts";
 import {
   type RequestLimits,
   type SamplingRequest,
@@ -196,7 +196,7 @@ function budget(
   return r.maxTokens ?? room;
 }
 
-type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array;
+type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array | Uint8Array[];
 type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
 
 /** Takes a slot (waiting in the queue) and generates, streamed or whole. */
@@ -275,7 +275,9 @@ async function complete(
         r,
         maxTokens,
         abort.signal,
-        (text, logprobs) => send(stream.emit(text, logprobs)),
+        (text, logprobs) => {
+          for (const b of [stream.emit(text, logprobs)].flat()) send(b);
+        },
         timing,
       );
       info.completionTokens = result.completionTokens;
@@ -344,13 +346,15 @@ async function chatCompletions(
     });
   }
   const t = state.tokenizer;
+  const tools = toolTurn(state.chatTemplate, r);
   let text: string;
   try {
     text = renderChat(state.chatTemplate, r.messages, {
       bosToken: t.bosId !== undefined ? t.tokenText(t.bosId) : "",
       eosToken: t.eosId !== undefined ? t.tokenText(t.eosId) : "",
       addGenerationPrompt: true,
-    });
+      ...(tools.extra === undefined ? {} : { extra: tools.extra }),
+    }) + tools.opener;
   } catch (error) {
     if (error instanceof ChatTemplateError) {
       throw new ApiError(400, `the chat template refused the messages: ${error.message}`, {
@@ -362,37 +366,69 @@ async function chatCompletions(
   const prompt = t.encode(text, { addSpecial: true, parseSpecial: true });
   const maxTokens = budget(state, prompt, r, "messages");
   const h = head("chatcmpl", state.modelId);
+  // A forced call's arguments are held to the tool's schema (by the grammar engine).
+  const sampling = tools.constraint === undefined ? r : { ...r, constraint: tools.constraint };
+  // The streamed reply's parser: content and calls as they complete.
+  const parser = tools.parser?.();
   return await complete(
     state,
     request,
     info,
     prompt,
-    r,
+    sampling,
     maxTokens,
-    (res) =>
-      chatCompletion(
+    (res) => {
+      const lp = res.logprobs === undefined ? null : chatLogprobs(res.logprobs, t);
+      if (tools.parser === undefined) {
+        return chatCompletion(
+          h,
+          res.text,
+          res.finishReason,
+          prompt.length,
+          res.completionTokens,
+          res.cachedTokens,
+          lp,
+        );
+      }
+      const p = tools.parser();
+      const content = [...p.push(res.text), ...p.end()]
+        .map((e) => e.kind === "content" ? e.text : "").join("");
+      return chatCompletion(
         h,
-        res.text,
-        res.finishReason,
+        content,
+        finishWithCalls(res.finishReason, p.calls.length),
         prompt.length,
         res.completionTokens,
         res.cachedTokens,
-        res.logprobs === undefined ? null : chatLogprobs(res.logprobs, t),
-      ),
+        lp,
+        p.calls,
+      );
+    },
     {
       start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
-      emit: (text, lp) =>
-        sseData(
-          chatChunk(h, { content: text }, null, lp === undefined ? null : chatLogprobs(lp, t)),
-        ),
-      finish: (res, n) =>
-        finishChunks(
-          sseData({ ...chatChunk(h, {}, res.finishReason as FinishReason), timings: res.timings }),
+      emit: (text, lp) => {
+        const logprobs = lp === undefined ? null : chatLogprobs(lp, t);
+        if (parser === undefined) return sseData(chatChunk(h, { content: text }, null, logprobs));
+        const deltas = eventDeltas(parser.push(text));
+        // Held-back text still sends its tokens' log-probabilities, with an empty delta.
+        if (deltas.length === 0 && logprobs !== null) deltas.push({});
+        return deltas.map((d, i) => sseData(chatChunk(h, d, null, i === 0 ? logprobs : null)));
+      },
+      finish: (res, n) => [
+        ...(parser === undefined
+          ? []
+          : eventDeltas(parser.end()).map((d) => sseData(chatChunk(h, d)))),
+        ...finishChunks(
+          sseData({
+            ...chatChunk(h, {}, finishWithCalls(res.finishReason, parser?.calls.length ?? 0)),
+            timings: res.timings,
+          }),
           r.includeUsage ? { ...h, object: "chat.completion.chunk" } : undefined,
           n,
           res.completionTokens,
           res.cachedTokens,
         ),
+      ],
     },
   );
 }

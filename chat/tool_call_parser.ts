@@ -1,0 +1,372 @@
+/**
+ * {@link ToolCallParser}: a model's reply in the Hermes/Qwen2.5 tool-call format
+ * (`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, possibly several) split into
+ * plain content and OpenAI-shaped {@link ToolCall}s, whole or as the text streams in.
+ *
+ * @module
+ */
+
+/** The text that opens a call in the Hermes/Qwen2.5 format. */
+const OPEN = "<tool_call>";
+/** The text that closes it. */
+const CLOSE = "</tool_call>";
+/** The first key of a bare call (a reply that is the call's JSON without the markup). */
+const BARE_KEY = '"name"';
+
+/**
+ * The longest call block parsed, in UTF-16 code units (256 KiB): a longer one is plain content.
+ *
+ * @example
+ * ```ts
+ * import { MAX_TOOL_CALL_LENGTH } from "./tool_call_parser.ts";
+ * console.log(MAX_TOOL_CALL_LENGTH); // 262144
+ * ```
+ */
+export const MAX_TOOL_CALL_LENGTH = 1 << 18;
+
+/**
+ * The most calls taken from one reply; later blocks are plain content.
+ *
+ * @example
+ * ```ts
+ * import { MAX_TOOL_CALLS } from "./tool_call_parser.ts";
+ * console.log(MAX_TOOL_CALLS); // 64
+ * ```
+ */
+export const MAX_TOOL_CALLS = 64;
+
+/**
+ * One function call of a reply, as OpenAI's `message.tool_calls[]` carries it: `arguments` is a
+ * JSON object as a string.
+ *
+ * @example
+ * ```ts
+ * import type { ToolCall } from "./tool_call_parser.ts";
+ * const c: ToolCall = {
+ *   id: "call_abc",
+ *   type: "function",
+ *   function: { name: "get_weather", arguments: '{"city":"Paris"}' },
+ * };
+ * console.log(JSON.parse(c.function.arguments).city); // Paris
+ * ```
+ */
+export interface ToolCall {
+  /** `call_` and 24 random letters and digits. */
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/**
+ * What the parser finds in the text so far: content to pass on, or a whole call (the `index`-th
+ * of the reply).
+ *
+ * @example
+ * ```ts
+ * import type { ToolCallEvent } from "./tool_call_parser.ts";
+ * const e: ToolCallEvent = { kind: "content", text: "Hello" };
+ * console.log(e.kind);
+ * ```
+ */
+export type ToolCallEvent =
+  | { kind: "content"; text: string }
+  | { kind: "call"; index: number; call: ToolCall };
+
+/**
+ * Options of {@link ToolCallParser}.
+ *
+ * @example
+ * ```ts
+ * import type { ToolCallParserOptions } from "./tool_call_parser.ts";
+ * const o: ToolCallParserOptions = { names: new Set(["add"]), parallel: false };
+ * console.log(o.parallel);
+ * ```
+ */
+export interface ToolCallParserOptions {
+  /** The functions offered: a call of any other name is plain content. Default: any name. */
+  names?: ReadonlySet<string>;
+  /**
+   * Several calls per reply (OpenAI's `parallel_tool_calls`, default true). When false, the
+   * blocks after the first call are dropped (neither calls nor content).
+   */
+  parallel?: boolean;
+  /** The prompt already ends with the call opener `<tool_call>\n` (forced calls). */
+  opened?: boolean;
+  /** Makes call ids (default: `call_` and 24 random letters and digits). */
+  newId?: () => string;
+}
+
+const ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/**
+ * A fresh call id: `call_` and 24 random letters and digits.
+ *
+ * @example
+ * ```ts
+ * import { newToolCallId } from "./tool_call_parser.ts";
+ * console.log(/^call_[A-Za-z0-9]{24}$/.test(newToolCallId())); // true
+ * ```
+ */
+export function newToolCallId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  let out = "call_";
+  for (const b of bytes) out += ID_CHARS[b % ID_CHARS.length];
+  return out;
+}
+
+/**
+ * The call in one block's text, or undefined when it is not a JSON object with a string `name`
+ * (one of `names`, when given) and an object `arguments` (or `parameters`, or a string holding
+ * a JSON object).
+ */
+function parseBlock(
+  body: string,
+  names: ReadonlySet<string> | undefined,
+): { name: string; arguments: string } | undefined {
+  if (body.length > MAX_TOOL_CALL_LENGTH) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const o = value as Record<string, unknown>;
+  if (typeof o.name !== "string" || (names !== undefined && !names.has(o.name))) return undefined;
+  let args = Object.hasOwn(o, "arguments") ? o.arguments : o.parameters;
+  if (args === undefined) args = {};
+  if (typeof args === "string") {
+    try {
+      args = JSON.parse(args);
+    } catch {
+      return undefined;
+    }
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return undefined;
+  return { name: o.name, arguments: JSON.stringify(args) };
+}
+
+/** The length of the longest end of `text` that begins `OPEN`. */
+function partialOpen(text: string): number {
+  for (let n = Math.min(OPEN.length - 1, text.length); n > 0; n--) {
+    if (text.endsWith(OPEN.slice(0, n))) return n;
+  }
+  return 0;
+}
+
+/**
+ * Splits a reply into content and calls as its text arrives: `push` each piece, then `end`.
+ * Content that may be the start of `<tool_call>` is held until the next piece says; a call is
+ * reported when its block closes (or at the end, when the text stops inside a block that holds
+ * a whole JSON object). A block that is not a valid call of an offered function is plain
+ * content, markup included. A reply that is only a call's JSON without the markup (one object,
+ * or one per line: small Qwen2.5 models answer so) is taken as calls too, as llama.cpp's
+ * Hermes parser takes it: a reply that starts with `{"name"` is held to its end to tell. Whitespace is held until content follows it; after a call, the
+ * whitespace at the end is dropped. Pushing the same text in any pieces gives the same content
+ * and calls.
+ *
+ * @example
+ * ```ts
+ * import { ToolCallParser } from "./tool_call_parser.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const p = new ToolCallParser({ newId: () => "call_1" });
+ * const events = [
+ *   ...p.push('<tool_call>\n{"name": "add", "arguments": {"a": 1'),
+ *   ...p.push(', "b": 2}}\n</tool_call>'),
+ *   ...p.end(),
+ * ];
+ * assert.deepEqual(events, [{
+ *   kind: "call",
+ *   index: 0,
+ *   call: { id: "call_1", type: "function", function: { name: "add", arguments: '{"a":1,"b":2}' } },
+ * }]);
+ * ```
+ */
+export class ToolCallParser {
+  readonly #names: ReadonlySet<string> | undefined;
+  readonly #parallel: boolean;
+  readonly #newId: () => string;
+  /** The reply may still be a bare call (JSON without the markup): held until known. */
+  #bare: boolean;
+  /** Inside a call block (after `<tool_call>`). */
+  #inCall: boolean;
+  /** Text not yet reported: held content, or the block's body so far. */
+  #buffer = "";
+  /** Whitespace content held until something follows it. */
+  #space = "";
+  #ended = false;
+  /** The calls found so far. */
+  readonly calls: ToolCall[] = [];
+
+  constructor(options: ToolCallParserOptions = {}) {
+    this.#names = options.names;
+    this.#parallel = options.parallel ?? true;
+    this.#newId = options.newId ?? newToolCallId;
+    this.#inCall = options.opened ?? false;
+    this.#bare = !this.#inCall;
+  }
+
+  /** The events of the next piece of the reply's text. */
+  push(text: string): ToolCallEvent[] {
+    if (this.#ended) throw new Error("ToolCallParser: push after end");
+    const out: ToolCallEvent[] = [];
+    this.#buffer += text;
+    if (this.#bare && this.#mayBeBare()) return out;
+    this.#scan(out);
+    return out;
+  }
+
+  /**
+   * Whether the reply so far may still be a bare call (it starts `{"name"`): then it is held;
+   * else bare calls are off for this reply.
+   */
+  #mayBeBare(): boolean {
+    const t = this.#buffer.trimStart();
+    if (t === "") return true;
+    const rest = t.replace(/^\{\s*/, "");
+    const may = t[0] === "{" && this.#buffer.length <= MAX_TOOL_CALL_LENGTH &&
+      (rest.length >= BARE_KEY.length ? rest.startsWith(BARE_KEY) : BARE_KEY.startsWith(rest));
+    if (!may) this.#bare = false;
+    return may;
+  }
+
+  /** Reports what the buffer holds, keeping what may be the start of markup. */
+  #scan(out: ToolCallEvent[]): void {
+    while (true) {
+      if (!this.#inCall) {
+        const at = this.#buffer.indexOf(OPEN);
+        if (at < 0) {
+          const keep = partialOpen(this.#buffer);
+          this.#content(this.#buffer.slice(0, this.#buffer.length - keep), out);
+          this.#buffer = this.#buffer.slice(this.#buffer.length - keep);
+          return;
+        }
+        this.#content(this.#buffer.slice(0, at), out);
+        this.#buffer = this.#buffer.slice(at + OPEN.length);
+        this.#inCall = true;
+      } else {
+        const at = this.#buffer.indexOf(CLOSE);
+        if (
+          at > MAX_TOOL_CALL_LENGTH ||
+          (at < 0 && this.#buffer.length > MAX_TOOL_CALL_LENGTH + CLOSE.length)
+        ) {
+          // Too long to be a call (the same whether it arrived whole or in pieces): the opener
+          // is content, and what follows is read as text again.
+          this.#content(OPEN, out);
+          this.#inCall = false;
+          continue;
+        }
+        if (at < 0) return;
+        this.#block(this.#buffer.slice(0, at), true, out);
+        this.#buffer = this.#buffer.slice(at + CLOSE.length);
+        this.#inCall = false;
+      }
+    }
+  }
+
+  /** The events of the end of the reply (what was held back). */
+  end(): ToolCallEvent[] {
+    if (this.#ended) return [];
+    const out: ToolCallEvent[] = [];
+    if (this.#bare) {
+      // The whole reply is held: calls if it is one JSON call, or one per line.
+      this.#bare = false;
+      if (this.#bareCalls(out)) {
+        this.#buffer = "";
+        this.#ended = true;
+        return out;
+      }
+      this.#scan(out);
+    }
+    if (this.#inCall) this.#block(this.#buffer, false, out);
+    else this.#content(this.#buffer, out);
+    this.#buffer = "";
+    this.#ended = true;
+    if (this.calls.length === 0 && this.#space !== "") {
+      out.push({ kind: "content", text: this.#space });
+    }
+    this.#space = "";
+    return out;
+  }
+
+  /** Reports the held reply as bare calls, if it is: one JSON call, or one per line. */
+  #bareCalls(out: ToolCallEvent[]): boolean {
+    const text = this.#buffer.trim();
+    if (text === "") return false;
+    let found = [parseBlock(text, this.#names)];
+    if (found[0] === undefined) {
+      found = text.split("\n").filter((line) => line.trim() !== "").map((line) =>
+        parseBlock(line.trim(), this.#names)
+      );
+    }
+    if (found.length > MAX_TOOL_CALLS || found.some((c) => c === undefined)) return false;
+    for (const call of found.slice(0, this.#parallel ? found.length : 1)) {
+      const c: ToolCall = { id: this.#newId(), type: "function", function: call! };
+      out.push({ kind: "call", index: this.calls.length, call: c });
+      this.calls.push(c);
+    }
+    this.#space = "";
+    return true;
+  }
+
+  /** A block's body: a call, or content with its markup. */
+  #block(body: string, closed: boolean, out: ToolCallEvent[]): void {
+    const dropped = !this.#parallel && this.calls.length > 0;
+    const call = this.calls.length < MAX_TOOL_CALLS
+      ? parseBlock(body.trim(), this.#names)
+      : undefined;
+    if (call !== undefined) {
+      if (dropped) return;
+      this.#space = "";
+      const c: ToolCall = { id: this.#newId(), type: "function", function: call };
+      out.push({ kind: "call", index: this.calls.length, call: c });
+      this.calls.push(c);
+      return;
+    }
+    this.#content(OPEN + body + (closed ? CLOSE : ""), out);
+  }
+
+  /** Content, its whitespace held until something that is not whitespace follows. */
+  #content(text: string, out: ToolCallEvent[]): void {
+    if (text === "") return;
+    if (text.trim() === "") {
+      this.#space += text;
+      return;
+    }
+    out.push({ kind: "content", text: this.#space + text });
+    this.#space = "";
+  }
+}
+
+/**
+ * A whole reply split into content and calls (what a {@link ToolCallParser} reports for it):
+ * `content` is null when the reply is only calls.
+ *
+ * @example
+ * ```ts
+ * import { parseToolCalls } from "./tool_call_parser.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const r = parseToolCalls('<tool_call>\n{"name": "now", "arguments": {}}\n</tool_call>', {
+ *   newId: () => "call_1",
+ * });
+ * assert.equal(r.content, null);
+ * assert.equal(r.toolCalls[0].function.name, "now");
+ * assert.equal(parseToolCalls("Just text.").content, "Just text.");
+ * ```
+ */
+export function parseToolCalls(
+  text: string,
+  options: ToolCallParserOptions = {},
+): { content: string | null; toolCalls: ToolCall[] } {
+  const parser = new ToolCallParser(options);
+  let content = "";
+  for (const e of [...parser.push(text), ...parser.end()]) {
+    if (e.kind === "content") content += e.text;
+  }
+  return {
+    content: content === "" && parser.calls.length > 0 ? null : content,
+    toolCalls: parser.calls,
+  };
+}
