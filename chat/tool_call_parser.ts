@@ -160,9 +160,11 @@ function partialOpen(text: string): number {
  * reported when its block closes (or at the end, when the text stops inside a block that holds
  * a whole JSON object). A block that is not a valid call of an offered function is plain
  * content, markup included. A reply that is only a call's JSON without the markup (one object,
- * or one per line: small Qwen2.5 models answer so) is taken as calls too, as llama.cpp's
- * Hermes parser takes it: a reply that starts with `{"name"` is held to its end to tell. Whitespace is held until content follows it; after a call, the
- * whitespace at the end is dropped. Pushing the same text in any pieces gives the same content
+ * or one per line: small Qwen2.5 models answer so) is taken as calls too (llama.cpp's
+ * Hermes parser also accepts an untagged `{"name"` object): a reply that starts with `{"name"`
+ * is held to its end to tell.
+ * Whitespace at the end of content is held until content follows it (dropped before a call,
+ * and at the end of a reply with calls). Pushing the same text in any pieces gives the same content
  * and calls.
  *
  * @example
@@ -327,15 +329,17 @@ export class ToolCallParser {
     this.#content(OPEN + body + (closed ? CLOSE : ""), out);
   }
 
-  /** Content, its whitespace held until something that is not whitespace follows. */
+  /**
+   * Content; its trailing whitespace is held until something follows (dropped before a call),
+   * so that the same text gives the same content in any pieces.
+   */
   #content(text: string, out: ToolCallEvent[]): void {
-    if (text === "") return;
-    if (text.trim() === "") {
-      this.#space += text;
-      return;
+    const body = text.trimEnd();
+    if (body !== "") {
+      out.push({ kind: "content", text: this.#space + body });
+      this.#space = "";
     }
-    out.push({ kind: "content", text: this.#space + text });
-    this.#space = "";
+    this.#space += text.slice(body.length);
   }
 }
 

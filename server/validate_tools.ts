@@ -142,9 +142,9 @@ export function validateTools(v: unknown, ignored?: string[]): ToolDefinition[] 
       throw bad(`${p}.function.name ${name} is given twice`, `${p}.function.name`);
     }
     seen.add(name);
-    const out: ToolDefinition = { type: "function", function: { name } };
+    const fields: Record<string, unknown> = { name };
     if (fo.description !== undefined && fo.description !== null) {
-      out.function.description = text(
+      fields.description = text(
         fo.description,
         `${p}.function.description`,
         TOOL_LIMITS.maxDescription,
@@ -159,16 +159,27 @@ export function validateTools(v: unknown, ignored?: string[]): ToolDefinition[] 
       if (JSON.stringify(schema).length > TOOL_LIMITS.maxSchemaLength) {
         throw bad(`${q} is longer than ${TOOL_LIMITS.maxSchemaLength} characters as JSON`, q);
       }
-      out.function.parameters = schema;
+      fields.parameters = schema;
     }
     if (fo.strict !== undefined && fo.strict !== null) {
       if (typeof fo.strict !== "boolean") {
         throw bad(`${p}.function.strict must be a boolean`, `${p}.function.strict`, "invalid_type");
       }
-      out.function.strict = fo.strict;
+      fields.strict = fo.strict;
     }
-    return out;
+    // In the client's key order: the template writes the tool with tojson, as transformers does.
+    const fn: Record<string, unknown> = {};
+    for (const k of Object.keys(fo)) if (Object.hasOwn(fields, k)) fn[k] = fields[k];
+    return inOrder(to, { type: "function", function: fn }) as unknown as ToolDefinition;
   });
+}
+
+/** `fields` in the key order of `given` (the keys `given` lacks last). */
+function inOrder(given: Obj, fields: Obj): Obj {
+  const out: Obj = {};
+  for (const k of Object.keys(given)) if (Object.hasOwn(fields, k)) out[k] = fields[k];
+  for (const k of Object.keys(fields)) if (!Object.hasOwn(out, k)) out[k] = fields[k];
+  return out;
 }
 
 /**
@@ -291,14 +302,15 @@ export function validateMessageToolCalls(
     if (depth(args, TOOL_LIMITS.maxSchemaDepth) > TOOL_LIMITS.maxSchemaDepth) {
       throw bad(`${q} is nested deeper than ${TOOL_LIMITS.maxSchemaDepth} levels`, q);
     }
-    const out: MessageToolCall = {
+    const fields: Obj = {
       type: "function",
-      function: { name, arguments: args as Record<string, unknown> },
+      function: inOrder(fo, { name, arguments: args }),
     };
     if (co.id !== undefined && co.id !== null) {
-      out.id = text(co.id, `${p}.id`, TOOL_LIMITS.maxIdLength);
+      fields.id = text(co.id, `${p}.id`, TOOL_LIMITS.maxIdLength);
     }
-    return out;
+    // In the client's key order, as transformers would see the message.
+    return inOrder(co, fields) as unknown as MessageToolCall;
   });
   return { calls, length };
 }
