@@ -453,7 +453,6 @@ export function validateChatRequest(
       content = mo.content.map((part: unknown, j: number) => {
         const q = `${p}.content[${j}]`;
         const po = object(part, q);
-        onlyKeys(po, new Set(["type", "text"]), `${q}.`, ignored);
         if (po.type !== "text") {
           throw bad(
             `${q}.type must be "text" (images and other inputs are not supported)`,
@@ -461,6 +460,7 @@ export function validateChatRequest(
             "unsupported_field",
           );
         }
+        onlyKeys(po, new Set(["type", "text"]), `${q}.`, ignored);
         return text(po.text, `${q}.text`, limits.maxTextLength);
       }).join("");
     } else {
