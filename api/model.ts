@@ -8,7 +8,6 @@
 import {
   type ChatMessage,
   chatTemplateFrom,
-  HERMES_CALL_OPENER,
   renderChat,
   templateMessages,
   type ToolCall,
@@ -147,9 +146,9 @@ export interface ModelChatOptions extends ModelGenerateOptions {
   tools?: readonly ToolDefinition[];
   /**
    * `"auto"` (default with tools): calls are parsed when the model makes them; `"none"`: the
-   * tools are not shown and nothing is parsed; `"required"` or a named function: the reply
-   * starts with the call opener `<tool_call>\n`, so the model writes a call next (its arguments
-   * are not held to the schema by the library yet).
+   * tools are not shown and nothing is parsed. `"required"` and a named function need the
+   * output held to the call's schema, which the library cannot do yet: they are a RangeError
+   * (the server takes them: `tool_choice` there sets the generation's constraint).
    */
   toolChoice?: ToolChoice;
   /** More than one call per reply (default true); when false, calls after the first are dropped. */
@@ -342,19 +341,17 @@ export class Model {
       model: this.path,
     });
     const offered = this.#offeredTools(choice.template, tools, toolChoice);
-    const forced = offered !== undefined && toolChoice !== undefined && toolChoice !== "auto";
     const text = renderChat(choice.template, templateMessages(messages as ToolChatMessage[]), {
       bosToken: tok.bosId !== undefined ? tok.tokenText(tok.bosId) : "",
       eosToken: tok.eosId !== undefined ? tok.tokenText(tok.eosId) : "",
       addGenerationPrompt: true,
       ...(offered === undefined ? {} : { extra: { tools: offered } }),
-    }) + (forced ? HERMES_CALL_OPENER : "");
+    });
     const ids = tok.encode(text, { addSpecial: true, parseSpecial: true });
     if (offered === undefined) return yield* this.#run(ids, rest);
     const parser = new ToolCallParser({
       names: new Set(offered.map((t) => t.function.name)),
       parallel: parallelToolCalls ?? true,
-      opened: forced,
     });
     let content = "";
     const take = (events: ReturnType<ToolCallParser["push"]>) => {
@@ -412,6 +409,12 @@ export class Model {
       throw new RangeError(`Model.chat: toolChoice must be none, auto, required or a function`);
     }
     if (toolChoice === "none") return undefined;
+    if (toolChoice !== undefined && toolChoice !== "auto") {
+      throw new RangeError(
+        "Model.chat: toolChoice required or a named function needs constrained generation, " +
+          "which the library does not offer yet; use auto",
+      );
+    }
     if (toolCallFormat(template) === undefined) {
       throw new RangeError(
         `Model.chat: the chat template of ${this.path} does not render tools in the ` +

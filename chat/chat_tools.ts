@@ -72,18 +72,6 @@ export type ToolChoice =
 export type ToolCallFormat = "hermes";
 
 /**
- * The text a reply in the Hermes format starts a call with: appended to the prompt when a call
- * is forced, so that the model writes the call's JSON next.
- *
- * @example
- * ```ts
- * import { HERMES_CALL_OPENER } from "./chat_tools.ts";
- * console.log(JSON.stringify(HERMES_CALL_OPENER)); // "<tool_call>\n"
- * ```
- */
-export const HERMES_CALL_OPENER = "<tool_call>\n";
-
-/**
  * The call format of a chat template, or undefined when it renders no tools (it never reads a
  * `tools` variable) or writes calls in a format not parsed here. A template is `"hermes"` when it
  * reads `tools` and writes `<tool_call>` (Qwen2.5, Hermes 2/3).
@@ -178,10 +166,12 @@ export function templateMessages(
 }
 
 /**
- * The constraint on what follows {@link HERMES_CALL_OPENER} when a call is forced: one JSON
- * object `{"name": NAME, "arguments": ARGS}` where ARGS validates against that tool's
- * `parameters` (any object when it has none); for `"required"` any of the tools (`anyOf`), for a
- * named function that one.
+ * The constraint on the reply when a call is forced: one JSON object
+ * `{"name": NAME, "arguments": ARGS}` (a bare call, which the parser takes as the call) where ARGS
+ * validates against that tool's `parameters` (any object when it has none); for `"required"`
+ * any of the tools (`anyOf`), for a named function that one. The reply is not opened with
+ * `<tool_call>` in the prompt: Qwen2.5-Coder-0.5B-Instruct ends its reply right after such an
+ * opener (greedy), and writes its calls as bare JSON by itself.
  *
  * @throws {RangeError} If the named function is not among `tools`, or `tools` is empty.
  *

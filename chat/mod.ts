@@ -45,7 +45,6 @@ export {
   type RenderChatOptions,
 } from "./render_chat.ts";
 export {
-  HERMES_CALL_OPENER,
   templateMessages,
   toolCallConstraint,
   type ToolCallFormat,

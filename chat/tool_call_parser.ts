@@ -90,7 +90,7 @@ export interface ToolCallParserOptions {
    * blocks after the first call are dropped (neither calls nor content).
    */
   parallel?: boolean;
-  /** The prompt already ends with the call opener `<tool_call>\n` (forced calls). */
+  /** The reply starts inside a call block (the prompt ends with the opener `<tool_call>`). */
   opened?: boolean;
   /** Makes call ids (default: `call_` and 24 random letters and digits). */
   newId?: () => string;
@@ -159,13 +159,16 @@ function partialOpen(text: string): number {
  * Content that may be the start of `<tool_call>` is held until the next piece says; a call is
  * reported when its block closes (or at the end, when the text stops inside a block that holds
  * a whole JSON object). A block that is not a valid call of an offered function is plain
- * content, markup included. A reply that is only a call's JSON without the markup (one object,
- * or one per line: small Qwen2.5 models answer so) is taken as calls too (llama.cpp's
- * Hermes parser also accepts an untagged `{"name"` object): a reply that starts with `{"name"`
- * is held to its end to tell.
+ * content, markup included.
+ *
+ * A reply that is only calls' JSON without the markup (one object, or one per line, possibly
+ * inside a Markdown code fence with the language json) is taken as calls too: small
+ * Qwen2.5-Coder models answer so, and llama.cpp's Hermes parser also accepts an untagged
+ * `{"name"` object. A reply that starts like one is held to its end to tell.
+ *
  * Whitespace at the end of content is held until content follows it (dropped before a call,
- * and at the end of a reply with calls). Pushing the same text in any pieces gives the same content
- * and calls.
+ * and at the end of a reply with calls). Pushing the same text in any pieces gives the same
+ * content and calls.
  *
  * @example
  * ```ts
@@ -224,8 +227,19 @@ export class ToolCallParser {
    * else bare calls are off for this reply.
    */
   #mayBeBare(): boolean {
-    const t = this.#buffer.trimStart();
+    let t = this.#buffer.trimStart();
     if (t === "") return true;
+    if (t.startsWith("`")) {
+      // A Markdown fence first: its opening line, then the call.
+      const line = /^```(?:json)?[ \t]*\n/.exec(t);
+      if (line === null) {
+        const may = !t.includes("\n") && /^`{1,3}(?:j(?:s(?:o(?:n)?)?)?)?[ \t]*$/.test(t);
+        if (!may) this.#bare = false;
+        return may;
+      }
+      t = t.slice(line[0].length).trimStart();
+      if (t === "") return true;
+    }
     const rest = t.replace(/^\{\s*/, "");
     const may = t[0] === "{" && this.#buffer.length <= MAX_TOOL_CALL_LENGTH &&
       (rest.length >= BARE_KEY.length ? rest.startsWith(BARE_KEY) : BARE_KEY.startsWith(rest));
@@ -294,7 +308,10 @@ export class ToolCallParser {
 
   /** Reports the held reply as bare calls, if it is: one JSON call, or one per line. */
   #bareCalls(out: ToolCallEvent[]): boolean {
-    const text = this.#buffer.trim();
+    let text = this.#buffer.trim();
+    const fenced = /^```(?:json)?[ \t]*\n([^]*)\n[ \t]*```$/.exec(text);
+    if (fenced !== null) text = fenced[1].trim();
+    else if (text.startsWith("`")) return false;
     if (text === "") return false;
     let found = [parseBlock(text, this.#names)];
     if (found[0] === undefined) {

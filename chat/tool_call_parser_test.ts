@@ -132,6 +132,23 @@ Deno.test("parser: bare JSON calls (no markup), one or one per line", () => {
   }
   // Not at the start: content.
   assert.equal(run(["Call: " + bare], { names }).calls.length, 0);
+  // In a json code fence (Qwen2.5-Coder-1.5B's way), pretty-printed.
+  const fenced =
+    '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```';
+  assert.deepEqual(run([fenced], { names }).calls, [
+    call("call_0", "get_weather", { city: "Paris" }),
+  ]);
+  assert.equal(run(["```\n" + bare + "\n```\n"], { names }).calls.length, 1);
+  for (
+    const t of [
+      "```python\n" + bare + "\n```",
+      "```json\n" + bare,
+      "`" + bare + "`",
+      '```json\n{"a": 1}\n```',
+    ]
+  ) {
+    assert.deepEqual(run([t], { names }), { content: t, calls: [], indexes: [] }, t);
+  }
 });
 
 Deno.test("parser: forced calls start inside the block; parallel false keeps the first", () => {
@@ -153,6 +170,8 @@ Deno.test("parser: streamed at every split gives the same content and calls", ()
     '  {"name": "get_weather", "arguments": {"city": "Zürich 🌍"}}\n',
     '{"nam": 1} <tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
     "plain <tool_call text with < and </tool_call> inside",
+    '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```',
+    "```js\nconsole.log(1)\n```",
   ];
   for (const text of texts) {
     const whole = run([text], { names });

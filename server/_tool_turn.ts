@@ -6,7 +6,6 @@
  */
 
 import {
-  HERMES_CALL_OPENER,
   toolCallConstraint,
   type ToolCallEvent,
   toolCallFormat,
@@ -21,8 +20,6 @@ import type { ChatRequest } from "./validate_request.ts";
 export interface ToolTurn {
   /** Template variables: `tools` when they are offered. */
   extra?: { tools: unknown[] };
-  /** Appended to the rendered prompt: the call opener when a call is forced. */
-  opener: string;
   /** The forced call's JSON constraint. */
   constraint?: ConstraintSpec;
   /** A parser of the reply, when calls are parsed. */
@@ -55,15 +52,14 @@ export function toolTurn(template: string, r: ChatRequest): ToolTurn {
       });
     }
   }
-  if (r.tools === undefined || choice === "none") return { opener: "" };
+  if (r.tools === undefined || choice === "none") return {};
   const tools = r.tools;
   const names = new Set(tools.map((t) => t.function.name));
   const forced = choice !== "auto";
   return {
     extra: { tools },
-    opener: forced ? HERMES_CALL_OPENER : "",
     constraint: forced ? toolCallConstraint(tools, choice) : undefined,
-    parser: () => new ToolCallParser({ names, parallel: r.parallelToolCalls, opened: forced }),
+    parser: () => new ToolCallParser({ names, parallel: r.parallelToolCalls }),
   };
 }
 

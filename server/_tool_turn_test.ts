@@ -21,7 +21,7 @@ function serverPrompt(body: unknown, template = fixture.template): string {
     eosToken: fixture.eos_token,
     addGenerationPrompt: true,
     ...(tools.extra === undefined ? {} : { extra: tools.extra }),
-  }) + tools.opener;
+  });
 }
 
 Deno.test("tools: the fixture's template is Qwen2.5-Coder's (as chat/cases.json has it)", () => {
@@ -34,11 +34,11 @@ for (const c of fixture.cases) {
   });
 }
 
-Deno.test("tools: a forced call opens the reply with <tool_call> and carries its schema", () => {
+Deno.test("tools: a forced call carries its schema as the generation's constraint", () => {
   const c = fixture.cases.find((c) => c.name === "asked")!;
+  // The prompt is the same as under auto (no opener: the constraint makes a bare JSON call).
   const auto = serverPrompt(c.request);
-  const required = serverPrompt({ ...c.request, tool_choice: "required" });
-  assert.equal(required, auto + "<tool_call>\n");
+  assert.equal(serverPrompt({ ...c.request, tool_choice: "required" }), auto);
   const r = validateChatRequest(
     { ...c.request, tool_choice: { type: "function", function: { name: "get_time" } } },
     DEFAULT_LIMITS,
@@ -46,7 +46,6 @@ Deno.test("tools: a forced call opens the reply with <tool_call> and carries its
     32768,
   );
   const turn = toolTurn(fixture.template, r);
-  assert.equal(turn.opener, "<tool_call>\n");
   assert.deepEqual(turn.constraint, {
     kind: "json_schema",
     schema: {
@@ -76,7 +75,7 @@ Deno.test("tools: a forced call opens the reply with <tool_call> and carries its
     fixture.template,
     validateChatRequest({ ...c.request, tool_choice: "none" }, DEFAULT_LIMITS, 9, 9),
   );
-  assert.deepEqual(none, { opener: "" });
+  assert.deepEqual(none, {});
 });
 
 Deno.test("tools: a template that renders no tools (SmolLM2's) refuses them with a 400", () => {
@@ -107,7 +106,7 @@ Deno.test("tools: a template that renders no tools (SmolLM2's) refuses them with
         8192,
       ),
     ),
-    { opener: "" },
+    {},
   );
 });
 

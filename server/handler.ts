@@ -354,7 +354,7 @@ async function chatCompletions(
       eosToken: t.eosId !== undefined ? t.tokenText(t.eosId) : "",
       addGenerationPrompt: true,
       ...(tools.extra === undefined ? {} : { extra: tools.extra }),
-    }) + tools.opener;
+    });
   } catch (error) {
     if (error instanceof ChatTemplateError) {
       throw new ApiError(400, `the chat template refused the messages: ${error.message}`, {
