@@ -28,7 +28,9 @@ import type { ConstraintSpec } from "../grammar/constraint_spec.ts";
  * ```
  */
 export interface ToolDefinition {
+  /** Always `"function"`. */
   type: "function";
+  /** The function: its name, what it does, the JSON schema of its arguments. */
   function: {
     /** 1 to 64 of `a-z A-Z 0-9 _ -`. */
     name: string;
@@ -105,14 +107,19 @@ export function toolCallFormat(template: string): ToolCallFormat | undefined {
  * ```
  */
 export interface ToolChatMessage {
+  /** `"system"`, `"user"`, `"assistant"`, `"tool"` or whatever else the template knows. */
   role: string;
+  /** The text of the turn; null for an assistant turn of calls only. */
   content: string | null;
+  /** An assistant turn's calls: arguments as OpenAI's JSON string, or an object. */
   tool_calls?: readonly {
     id?: string;
     type?: "function";
     function: { name: string; arguments: string | Record<string, unknown> };
   }[];
+  /** A `tool` turn's call id. */
   tool_call_id?: string;
+  /** The speaker's name (OpenAI's `name`). */
   name?: string;
 }
 

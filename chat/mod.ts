@@ -8,6 +8,9 @@
  *   renders them (jinja2 with `trim_blocks`, `lstrip_blocks`, `raise_exception`,
  *   `strftime_now`), interpreted by npm `@huggingface/jinja` within limits;
  *   {@link ChatTemplateError} for templates that fail.
+ * - Tools: {@link ToolCallParser} and {@link parseToolCalls} split a reply into content and
+ *   OpenAI-shaped calls (the Hermes/Qwen2.5 `<tool_call>` format); {@link templateMessages},
+ *   {@link toolCallFormat} and {@link toolCallConstraint} prepare a conversation with tools.
  *
  * @example
  * ```ts
@@ -44,6 +47,7 @@ export {
   renderChat,
   type RenderChatOptions,
 } from "./render_chat.ts";
+export type { ConstraintSpec } from "../grammar/constraint_spec.ts";
 export {
   templateMessages,
   toolCallConstraint,

@@ -53,7 +53,9 @@ export const MAX_TOOL_CALLS = 64;
 export interface ToolCall {
   /** `call_` and 24 random letters and digits. */
   id: string;
+  /** Always `"function"`. */
   type: "function";
+  /** The function called and its arguments, a JSON object as a string. */
   function: { name: string; arguments: string };
 }
 
@@ -204,6 +206,7 @@ export class ToolCallParser {
   /** The calls found so far. */
   readonly calls: ToolCall[] = [];
 
+  /** A parser of one reply; see {@link ToolCallParserOptions}. */
   constructor(options: ToolCallParserOptions = {}) {
     this.#names = options.names;
     this.#parallel = options.parallel ?? true;
