@@ -145,7 +145,38 @@ function parseBlock(
     }
   }
   if (typeof args !== "object" || args === null || Array.isArray(args)) return undefined;
-  return { name: o.name, arguments: JSON.stringify(args) };
+  try {
+    return { name: o.name, arguments: JSON.stringify(args) };
+  } catch {
+    return undefined; // nested past what the engine serializes: content
+  }
+}
+
+/** A bare call is told from the first this many characters of the reply. */
+const BARE_HEAD = 256;
+
+/**
+ * Whether a reply that begins with `head` is a bare call's start (`{"name"`, after whitespace and
+ * maybe a json code fence line): true, false, or undefined while `head` is too short to tell.
+ */
+function bareStart(head: string): boolean | undefined {
+  let t = head.trimStart();
+  if (t === "") return undefined;
+  if (t.startsWith("`")) {
+    // A Markdown fence first: its opening line, then the call.
+    const line = /^```(?:json)?[ \t]*\n/.exec(t);
+    if (line === null) {
+      return !t.includes("\n") && /^`{1,3}(?:j(?:s(?:o(?:n)?)?)?)?[ \t]*$/.test(t)
+        ? undefined
+        : false;
+    }
+    t = t.slice(line[0].length).trimStart();
+    if (t === "") return undefined;
+  }
+  if (t[0] !== "{") return false;
+  const rest = t.slice(1).trimStart();
+  if (rest.length >= BARE_KEY.length) return rest.startsWith(BARE_KEY);
+  return BARE_KEY.startsWith(rest) ? undefined : false;
 }
 
 /** The length of the longest end of `text` that begins `OPEN`. */
@@ -196,9 +227,16 @@ export class ToolCallParser {
   readonly #newId: () => string;
   /** The reply may still be a bare call (JSON without the markup): held until known. */
   #bare: boolean;
+  /** The reply starts like a bare call: held to its end (or past the block bound). */
+  #bareKnown = false;
   /** Inside a call block (after `<tool_call>`). */
   #inCall: boolean;
-  /** Text not yet reported: held content, or the block's body so far. */
+  /** A call block's body so far, but for its last characters (`#window`). */
+  #parts: string[] = [];
+  #partsLength = 0;
+  /** The body's last characters, where `</tool_call>` may have begun. */
+  #window = "";
+  /** Text not yet reported outside a block: the start of an opener, or a held bare reply. */
   #buffer = "";
   /** Whitespace content held until something follows it. */
   #space = "";
@@ -219,9 +257,13 @@ export class ToolCallParser {
   push(text: string): ToolCallEvent[] {
     if (this.#ended) throw new Error("ToolCallParser: push after end");
     const out: ToolCallEvent[] = [];
-    this.#buffer += text;
-    if (this.#bare && this.#mayBeBare()) return out;
-    this.#scan(out);
+    if (this.#bare) {
+      this.#buffer += text;
+      if (this.#mayBeBare()) return out;
+      text = this.#buffer;
+      this.#buffer = "";
+    }
+    this.#scan(text, out);
     return out;
   }
 
@@ -230,58 +272,77 @@ export class ToolCallParser {
    * else bare calls are off for this reply.
    */
   #mayBeBare(): boolean {
-    let t = this.#buffer.trimStart();
-    if (t === "") return true;
-    if (t.startsWith("`")) {
-      // A Markdown fence first: its opening line, then the call.
-      const line = /^```(?:json)?[ \t]*\n/.exec(t);
-      if (line === null) {
-        const may = !t.includes("\n") && /^`{1,3}(?:j(?:s(?:o(?:n)?)?)?)?[ \t]*$/.test(t);
-        if (!may) this.#bare = false;
-        return may;
-      }
-      t = t.slice(line[0].length).trimStart();
-      if (t === "") return true;
+    if (this.#bareKnown) {
+      if (this.#buffer.length <= MAX_TOOL_CALL_LENGTH) return true;
+      this.#bare = false;
+      return false;
     }
-    const rest = t.replace(/^\{\s*/, "");
-    const may = t[0] === "{" && this.#buffer.length <= MAX_TOOL_CALL_LENGTH &&
-      (rest.length >= BARE_KEY.length ? rest.startsWith(BARE_KEY) : BARE_KEY.startsWith(rest));
-    if (!may) this.#bare = false;
-    return may;
+    // Decided on the first BARE_HEAD characters only (so each piece costs O(BARE_HEAD), and the
+    // same text decides the same in any pieces).
+    const head = this.#buffer.slice(0, BARE_HEAD);
+    const known = bareStart(head);
+    if (known === true) this.#bareKnown = true;
+    else if (known === false || this.#buffer.length >= BARE_HEAD) this.#bare = false;
+    return this.#bare;
   }
 
-  /** Reports what the buffer holds, keeping what may be the start of markup. */
-  #scan(out: ToolCallEvent[]): void {
+  /**
+   * Reports `text` after what is held, keeping what may be the start of markup. Each piece costs
+   * its own length (and the opener's or closer's): a block's body is kept in parts, never
+   * searched again.
+   */
+  #scan(text: string, out: ToolCallEvent[]): void {
     while (true) {
       if (!this.#inCall) {
-        const at = this.#buffer.indexOf(OPEN);
+        const s = this.#buffer + text;
+        const at = s.indexOf(OPEN);
         if (at < 0) {
-          const keep = partialOpen(this.#buffer);
-          this.#content(this.#buffer.slice(0, this.#buffer.length - keep), out);
-          this.#buffer = this.#buffer.slice(this.#buffer.length - keep);
+          const keep = partialOpen(s);
+          this.#content(s.slice(0, s.length - keep), out);
+          this.#buffer = s.slice(s.length - keep);
           return;
         }
-        this.#content(this.#buffer.slice(0, at), out);
-        this.#buffer = this.#buffer.slice(at + OPEN.length);
+        this.#content(s.slice(0, at), out);
+        this.#buffer = "";
+        text = s.slice(at + OPEN.length);
         this.#inCall = true;
       } else {
-        const at = this.#buffer.indexOf(CLOSE);
+        const s = this.#window + text;
+        const at = s.indexOf(CLOSE);
+        const before = this.#partsLength;
         if (
-          at > MAX_TOOL_CALL_LENGTH ||
-          (at < 0 && this.#buffer.length > MAX_TOOL_CALL_LENGTH + CLOSE.length)
+          at >= 0
+            ? before + at > MAX_TOOL_CALL_LENGTH
+            : before + s.length > MAX_TOOL_CALL_LENGTH + CLOSE.length
         ) {
           // Too long to be a call (the same whether it arrived whole or in pieces): the opener
           // is content, and what follows is read as text again.
           this.#content(OPEN, out);
+          text = this.#takeBody() + s;
           this.#inCall = false;
           continue;
         }
-        if (at < 0) return;
-        this.#block(this.#buffer.slice(0, at), true, out);
-        this.#buffer = this.#buffer.slice(at + CLOSE.length);
+        if (at < 0) {
+          const cut = Math.max(0, s.length - (CLOSE.length - 1));
+          this.#parts.push(s.slice(0, cut));
+          this.#partsLength += cut;
+          this.#window = s.slice(cut);
+          return;
+        }
+        this.#block(this.#takeBody() + s.slice(0, at), true, out);
+        text = s.slice(at + CLOSE.length);
         this.#inCall = false;
       }
     }
+  }
+
+  /** The body held in parts (not the window), emptied. */
+  #takeBody(): string {
+    const body = this.#parts.join("");
+    this.#parts = [];
+    this.#partsLength = 0;
+    this.#window = "";
+    return body;
   }
 
   /** The events of the end of the reply (what was held back). */
@@ -291,15 +352,18 @@ export class ToolCallParser {
     if (this.#bare) {
       // The whole reply is held: calls if it is one JSON call, or one per line.
       this.#bare = false;
-      if (this.#bareCalls(out)) {
-        this.#buffer = "";
+      const held = this.#buffer;
+      this.#buffer = "";
+      if (this.#bareCalls(held, out)) {
         this.#ended = true;
         return out;
       }
-      this.#scan(out);
+      this.#scan(held, out);
     }
-    if (this.#inCall) this.#block(this.#buffer, false, out);
-    else this.#content(this.#buffer, out);
+    if (this.#inCall) {
+      const window = this.#window;
+      this.#block(this.#takeBody() + window, false, out);
+    } else this.#content(this.#buffer, out);
     this.#buffer = "";
     this.#ended = true;
     if (this.calls.length === 0 && this.#space !== "") {
@@ -310,8 +374,8 @@ export class ToolCallParser {
   }
 
   /** Reports the held reply as bare calls, if it is: one JSON call, or one per line. */
-  #bareCalls(out: ToolCallEvent[]): boolean {
-    let text = this.#buffer.trim();
+  #bareCalls(held: string, out: ToolCallEvent[]): boolean {
+    let text = held.trim();
     const fenced = /^```(?:json)?[ \t]*\n([^]*)\n[ \t]*```$/.exec(text);
     if (fenced !== null) text = fenced[1].trim();
     else if (text.startsWith("`")) return false;

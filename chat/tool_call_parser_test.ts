@@ -220,3 +220,19 @@ Deno.test("parser: bounds — an over-long block is content, at most MAX_TOOL_CA
     p.push("x");
   }, /after end/);
 });
+
+Deno.test("parser: one character at a time stays linear (long blocks, long replies)", () => {
+  const body = `{"name": "f", "arguments": {"x": "${"a".repeat(200_000)}"}}`;
+  for (const text of [`<tool_call>${body}</tool_call>`, body, " ".repeat(100_000) + "x"]) {
+    const t0 = performance.now();
+    const p = new ToolCallParser({ newId: ids() });
+    for (let i = 0; i < text.length; i += 2) p.push(text.slice(i, i + 2));
+    p.end();
+    const ms = performance.now() - t0;
+    assert.ok(ms < 3000, `${ms} ms for ${text.length} characters`);
+    assert.equal(p.calls.length, text.includes("name") ? 1 : 0);
+  }
+  // A bare call is told from the reply's first 256 characters: later is content.
+  const late = " ".repeat(300) + '{"name": "f", "arguments": {}}';
+  assert.deepEqual(run([late]), { content: late, calls: [], indexes: [] });
+});
