@@ -128,7 +128,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: `tools: plain replies stay content; none hides the tools; bad tools get 400s${skipped}`,
+  name:
+    `tools: plain replies stay content, streamed as whole; none hides the tools; bad tools get 400s${skipped}`,
   ignore: !present,
   async fn() {
     await withQwen(async (server) => {
@@ -146,6 +147,33 @@ Deno.test({
       assert.equal(typeof body.choices[0].message.content, "string");
       assert.equal(body.choices[0].message.tool_calls, undefined);
       assert.notEqual(body.choices[0].finish_reason, "tool_calls");
+      // Under auto, whatever the reply is (this model answers a greeting with a call of a
+      // function it was not offered: content), the streamed reply is the whole one.
+      const hello = {
+        messages: [{ role: "user", content: "Say hello." }],
+        tools: [weather],
+        temperature: 0,
+        max_tokens: 32,
+      };
+      const w = await (await post(url, hello)).json();
+      const sse = await (await post(url, { ...hello, stream: true })).text();
+      let streamed = "";
+      let finish = null;
+      const calls: string[] = [];
+      for (const line of sse.split("\n")) {
+        if (!line.startsWith("data: {")) continue;
+        const c = JSON.parse(line.slice(6)).choices[0];
+        streamed += c.delta.content ?? "";
+        finish = c.finish_reason ?? finish;
+        for (const d of c.delta.tool_calls ?? []) calls.push(d.function.arguments);
+      }
+      const m = w.choices[0].message;
+      assert.equal(streamed, m.content ?? "");
+      assert.equal(finish, w.choices[0].finish_reason);
+      assert.deepEqual(
+        calls.filter((a) => a !== ""),
+        (m.tool_calls ?? []).map((c: { function: { arguments: string } }) => c.function.arguments),
+      );
       for (
         const [bad, param] of [
           [
