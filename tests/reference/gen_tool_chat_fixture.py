@@ -129,7 +129,7 @@ def main() -> None:
         **TOKENS,
         "cases": cases,
     }
-    OUT.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    OUT.write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {len(cases)} cases to {OUT}")
 
 
