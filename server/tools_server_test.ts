@@ -154,20 +154,28 @@ Deno.test({
         tools: [weather],
         temperature: 0,
         max_tokens: 32,
+        logprobs: true,
       };
       const w = await (await post(url, hello)).json();
       const sse = await (await post(url, { ...hello, stream: true })).text();
       let streamed = "";
       let finish = null;
       const calls: string[] = [];
+      const tokens: string[] = [];
       for (const line of sse.split("\n")) {
         if (!line.startsWith("data: {")) continue;
         const c = JSON.parse(line.slice(6)).choices[0];
+        // Every token's log-probability is streamed, held-back text's included.
+        for (const t of c.logprobs?.content ?? []) tokens.push(t.token);
         streamed += c.delta.content ?? "";
         finish = c.finish_reason ?? finish;
         for (const d of c.delta.tool_calls ?? []) calls.push(d.function.arguments);
       }
       const m = w.choices[0].message;
+      assert.deepEqual(
+        tokens,
+        w.choices[0].logprobs.content.map((t: { token: string }) => t.token),
+      );
       assert.equal(streamed, m.content ?? "");
       assert.equal(finish, w.choices[0].finish_reason);
       assert.deepEqual(
