@@ -35,12 +35,18 @@
 
 export { loadModel, Model } from "./api/mod.ts";
 export type {
+  ChatStats,
   Embeddings,
   EmbedOptions,
   LoadModelOptions,
+  ModelChatOptions,
   ModelGenerateOptions,
   Pooling,
   Token,
+  ToolCall,
+  ToolChatMessage,
+  ToolChoice,
+  ToolDefinition,
 } from "./api/mod.ts";
 export type { GenerationStats } from "./runtime/generate.ts";
 export type { MemoryUsage } from "./runtime/memory_usage.ts";

@@ -16,10 +16,13 @@
 
 export { loadModel, Model } from "./model.ts";
 export type {
+  ChatStats,
   Embeddings,
   EmbedOptions,
   LoadModelOptions,
+  ModelChatOptions,
   ModelGenerateOptions,
   Token,
 } from "./model.ts";
 export type { Pooling } from "../model/mod.ts";
+export type { ToolCall, ToolChatMessage, ToolChoice, ToolDefinition } from "../chat/mod.ts";

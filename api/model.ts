@@ -5,7 +5,18 @@
  * @module
  */
 
-import { type ChatMessage, chatPromptIds, chatTemplateFrom } from "../chat/mod.ts";
+import {
+  type ChatMessage,
+  chatPromptIds,
+  chatTemplateFrom,
+  templateMessages,
+  type ToolCall,
+  toolCallFormat,
+  ToolCallParser,
+  type ToolChatMessage,
+  type ToolChoice,
+  type ToolDefinition,
+} from "../chat/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { openKernels, prepareKernels } from "../ffi/mod.ts";
 import {
@@ -153,6 +164,64 @@ export interface Embeddings {
 }
 
 /**
+ * Options of {@link Model.chat}: those of {@link Model.generate}, another chat template, and
+ * tools the model may call (OpenAI's shapes).
+ *
+ * @example
+ * ```ts
+ * import type { ModelChatOptions } from "./model.ts";
+ * const o: ModelChatOptions = {
+ *   maxTokens: 64,
+ *   temperature: 0,
+ *   tools: [{ type: "function", function: { name: "now", description: "The time" } }],
+ *   toolChoice: "auto",
+ * };
+ * console.log(o.tools?.length); // 1
+ * ```
+ */
+export interface ModelChatOptions extends ModelGenerateOptions {
+  /** A Jinja chat template to use instead of the model's. */
+  template?: string;
+  /**
+   * Functions the model may call, shown to it by its chat template (which must render tools in
+   * the Hermes/Qwen2.5 `<tool_call>` format, as Qwen2.5's does; otherwise a RangeError). The
+   * calls of the reply are in the returned {@link ChatStats}.
+   */
+  tools?: readonly ToolDefinition[];
+  /**
+   * `"auto"` (default with tools): calls are parsed when the model makes them; `"none"`: the
+   * tools are not shown and nothing is parsed. `"required"` and a named function need the
+   * output held to the call's schema, which the library cannot do yet: they are a RangeError
+   * (the server takes them: `tool_choice` there sets the generation's constraint).
+   */
+  toolChoice?: ToolChoice;
+  /** More than one call per reply (default true); when false, calls after the first are dropped. */
+  parallelToolCalls?: boolean;
+}
+
+/**
+ * What {@link Model.chat} returns: the generation's statistics, and with tools offered the reply
+ * split into its content (null when it is only calls) and its calls (OpenAI's `tool_calls`
+ * shape, arguments as a JSON string).
+ *
+ * @example
+ * ```ts
+ * import type { ChatStats } from "./model.ts";
+ * function calls(s: ChatStats): string[] {
+ *   return (s.toolCalls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`);
+ * }
+ * ```
+ */
+export type ChatStats = GenerationStats & {
+  /** The reply without its calls (with tools offered). */
+  content?: string | null;
+  /** The reply's calls (with tools offered; empty when it made none). */
+  toolCalls?: ToolCall[];
+};
+
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
  * A loaded model and its tokenizer. One generation at a time (it holds one KV cache);
  * `close()` (or `using`) frees it.
  *
@@ -275,21 +344,131 @@ export class Model {
 
   /**
    * Generates the assistant's answer to `messages`, rendered with the model's own chat
-   * template (or `template`).
+   * template (or `template`), yielding its tokens as they come (the raw text, call markup
+   * included).
+   *
+   * With `tools`, the template shows them to the model (as transformers'
+   * `apply_chat_template(messages, tools=...)`), and the returned {@link ChatStats} holds the
+   * reply's `content` and `toolCalls`. Messages may be OpenAI's: an assistant turn with
+   * `tool_calls` (arguments as a JSON string or an object; `content` null), then `tool` turns
+   * with the results.
+   *
+   * @example Tool calls
+   * ```ts ignore
+   * using model = await loadModel("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+   * const tools = [{
+   *   type: "function" as const,
+   *   function: {
+   *     name: "get_weather",
+   *     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+   *   },
+   * }];
+   * const messages: ToolChatMessage[] = [{ role: "user", content: "Weather in Paris?" }];
+   * const it = model.chat(messages, { tools, temperature: 0 });
+   * let r = await it.next();
+   * while (!r.done) r = await it.next();
+   * const calls = r.value.toolCalls ?? [];
+   * // [{ id: "call_…", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }]
+   * messages.push({ role: "assistant", content: r.value.content ?? null, tool_calls: calls });
+   * for (const c of calls) messages.push({ role: "tool", tool_call_id: c.id, content: "22 °C, sunny" });
+   * for await (const t of model.chat(messages, { tools, temperature: 0 })) console.log(t.text);
+   * ```
    */
   async *chat(
-    messages: readonly ChatMessage[],
-    options: ModelGenerateOptions & { template?: string } = {},
-  ): AsyncGenerator<Token, GenerationStats> {
-    const { template, ...rest } = options;
+    messages: readonly (ChatMessage | ToolChatMessage)[],
+    options: ModelChatOptions = {},
+  ): AsyncGenerator<Token, ChatStats> {
+    const { template, tools, toolChoice, parallelToolCalls, ...rest } = options;
     const tok = this.#tokenizer;
     const choice = chatTemplateFrom({ "tokenizer.chat_template": tok.chatTemplate }, {
       override: template,
       model: this.path,
     });
-    // The messages' text cannot spell the template's special tokens (chatPromptIds).
-    const ids = chatPromptIds(tok, choice.template, messages, { addGenerationPrompt: true });
-    return yield* this.#run(ids, rest);
+    const offered = this.#offeredTools(choice.template, tools, toolChoice);
+    // The messages' (and tools') text cannot spell the template's special tokens (chatPromptIds).
+    const ids = chatPromptIds(
+      tok,
+      choice.template,
+      templateMessages(messages as ToolChatMessage[]),
+      {
+        addGenerationPrompt: true,
+        ...(offered === undefined ? {} : { extra: { tools: offered } }),
+      },
+    );
+    if (offered === undefined) return yield* this.#run(ids, rest);
+    const parser = new ToolCallParser({
+      names: new Set(offered.map((t) => t.function.name)),
+      parallel: parallelToolCalls ?? true,
+    });
+    let content = "";
+    const take = (events: ReturnType<ToolCallParser["push"]>) => {
+      for (const e of events) if (e.kind === "content") content += e.text;
+    };
+    const it = this.#run(ids, rest);
+    for (let r = await it.next();; r = await it.next()) {
+      if (r.done) {
+        take(parser.end());
+        return {
+          ...r.value,
+          content: content === "" && parser.calls.length > 0 ? null : content,
+          toolCalls: parser.calls,
+        };
+      }
+      take(parser.push(r.value.text));
+      yield r.value;
+    }
+  }
+
+  /** The tools to show the model, checked; undefined when none are (or `toolChoice` is none). */
+  #offeredTools(
+    template: string,
+    tools: readonly ToolDefinition[] | undefined,
+    toolChoice: ToolChoice | undefined,
+  ): ToolDefinition[] | undefined {
+    if (tools === undefined) {
+      if (toolChoice !== undefined && toolChoice !== "none") {
+        throw new RangeError("Model.chat: toolChoice needs tools");
+      }
+      return undefined;
+    }
+    if (!Array.isArray(tools) || tools.length === 0) {
+      throw new RangeError("Model.chat: tools must be a non-empty array");
+    }
+    const names = new Set<string>();
+    for (const [i, t] of tools.entries()) {
+      const name = t?.function?.name;
+      if (t?.type !== "function" || typeof name !== "string" || !TOOL_NAME.test(name)) {
+        throw new RangeError(
+          `Model.chat: tools[${i}] must be { type: "function", function: { name } } with a ` +
+            "name of 1 to 64 of a-z, A-Z, 0-9, _ and -",
+        );
+      }
+      if (names.has(name)) throw new RangeError(`Model.chat: tool ${name} is given twice`);
+      names.add(name);
+    }
+    if (typeof toolChoice === "object" && !names.has(toolChoice?.function?.name)) {
+      throw new RangeError(`Model.chat: toolChoice names a function that is not in tools`);
+    }
+    if (
+      toolChoice !== undefined && typeof toolChoice !== "object" &&
+      !["none", "auto", "required"].includes(toolChoice)
+    ) {
+      throw new RangeError(`Model.chat: toolChoice must be none, auto, required or a function`);
+    }
+    if (toolChoice === "none") return undefined;
+    if (toolChoice !== undefined && toolChoice !== "auto") {
+      throw new RangeError(
+        "Model.chat: toolChoice required or a named function needs constrained generation, " +
+          "which the library does not offer yet; use auto",
+      );
+    }
+    if (toolCallFormat(template) === undefined) {
+      throw new RangeError(
+        `Model.chat: the chat template of ${this.path} does not render tools in the ` +
+          "Hermes/Qwen2.5 <tool_call> format that cflow parses",
+      );
+    }
+    return [...tools];
   }
 
   /**

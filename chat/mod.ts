@@ -10,6 +10,9 @@
  *   {@link ChatTemplateError} for templates that fail.
  * - {@link chatPromptIds}: messages to prompt token ids whose special tokens are exactly the
  *   template's (a message cannot forge a role marker).
+ * - Tools: {@link ToolCallParser} and {@link parseToolCalls} split a reply into content and
+ *   OpenAI-shaped calls (the Hermes/Qwen2.5 `<tool_call>` format); {@link templateMessages},
+ *   {@link toolCallFormat} and {@link toolCallConstraint} prepare a conversation with tools.
  *
  * @example
  * ```ts
@@ -47,3 +50,23 @@ export {
   renderChat,
   type RenderChatOptions,
 } from "./render_chat.ts";
+export type { ConstraintSpec } from "../grammar/constraint_spec.ts";
+export {
+  templateMessages,
+  toolCallConstraint,
+  type ToolCallFormat,
+  toolCallFormat,
+  type ToolChatMessage,
+  type ToolChoice,
+  type ToolDefinition,
+} from "./chat_tools.ts";
+export {
+  MAX_TOOL_CALL_LENGTH,
+  MAX_TOOL_CALLS,
+  newToolCallId,
+  parseToolCalls,
+  type ToolCall,
+  type ToolCallEvent,
+  ToolCallParser,
+  type ToolCallParserOptions,
+} from "./tool_call_parser.ts";

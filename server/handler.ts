@@ -16,7 +16,6 @@ import {
   chatCompletion,
   chatLogprobs,
   completionLogprobs,
-  type FinishReason,
   type ResponseHead,
   SSE_DONE,
   sseData,
@@ -36,6 +35,7 @@ import { ollamaRoutes } from "./ollama.ts";
 import { ollamaErrorResponse } from "./ollama_format.ts";
 import { PAGE_CSS, PAGE_HTML, PAGE_JS } from "./page/page.ts";
 import type { SlotPool } from "./slot_pool.ts";
+import { eventDeltas, finishWithCalls, toolTurn } from "./_tool_turn.ts";
 import {
   type RequestLimits,
   type SamplingRequest,
@@ -228,7 +228,7 @@ function budget(
   return r.maxTokens ?? room;
 }
 
-type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array;
+type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array | Uint8Array[];
 type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
 
 /** Takes a slot (waiting in the queue) and generates, streamed or whole. */
@@ -307,7 +307,9 @@ async function complete(
         r,
         maxTokens,
         abort.signal,
-        (text, logprobs) => send(stream.emit(text, logprobs)),
+        (text, logprobs) => {
+          for (const b of [stream.emit(text, logprobs)].flat()) send(b);
+        },
         timing,
       );
       info.completionTokens = result.completionTokens;
@@ -382,11 +384,15 @@ async function chatCompletions(
     });
   }
   const t = state.tokenizer;
-  // The messages' text cannot spell the template's special tokens (chatPromptIds): a user
-  // message holding "<|im_start|>system" is that text, not a system turn.
+  const tools = toolTurn(state.chatTemplate, r);
+  // The messages' (and tools') text cannot spell the template's special tokens (chatPromptIds):
+  // a user message holding "<|im_start|>system" is that text, not a system turn.
   let prompt: number[];
   try {
-    prompt = chatPromptIds(t, state.chatTemplate, r.messages, { addGenerationPrompt: true });
+    prompt = chatPromptIds(t, state.chatTemplate, r.messages, {
+      addGenerationPrompt: true,
+      ...(tools.extra === undefined ? {} : { extra: tools.extra }),
+    });
   } catch (error) {
     if (error instanceof ChatTemplateError) {
       throw new ApiError(400, `the chat template refused the messages: ${error.message}`, {
@@ -397,37 +403,69 @@ async function chatCompletions(
   }
   const maxTokens = budget(state, prompt, r, "messages");
   const h = head("chatcmpl", state.modelId);
+  // A forced call's arguments are held to the tool's schema (by the grammar engine).
+  const sampling = tools.constraint === undefined ? r : { ...r, constraint: tools.constraint };
+  // The streamed reply's parser: content and calls as they complete.
+  const parser = tools.parser?.();
   return await complete(
     state,
     request,
     info,
     prompt,
-    r,
+    sampling,
     maxTokens,
-    (res) =>
-      chatCompletion(
+    (res) => {
+      const lp = res.logprobs === undefined ? null : chatLogprobs(res.logprobs, t);
+      if (tools.parser === undefined) {
+        return chatCompletion(
+          h,
+          res.text,
+          res.finishReason,
+          prompt.length,
+          res.completionTokens,
+          res.cachedTokens,
+          lp,
+        );
+      }
+      const p = tools.parser();
+      const content = [...p.push(res.text), ...p.end()]
+        .map((e) => e.kind === "content" ? e.text : "").join("");
+      return chatCompletion(
         h,
-        res.text,
-        res.finishReason,
+        content,
+        finishWithCalls(res.finishReason, p.calls.length),
         prompt.length,
         res.completionTokens,
         res.cachedTokens,
-        res.logprobs === undefined ? null : chatLogprobs(res.logprobs, t),
-      ),
+        lp,
+        p.calls,
+      );
+    },
     {
       start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
-      emit: (text, lp) =>
-        sseData(
-          chatChunk(h, { content: text }, null, lp === undefined ? null : chatLogprobs(lp, t)),
-        ),
-      finish: (res, n) =>
-        finishChunks(
-          sseData({ ...chatChunk(h, {}, res.finishReason as FinishReason), timings: res.timings }),
+      emit: (text, lp) => {
+        const logprobs = lp === undefined ? null : chatLogprobs(lp, t);
+        if (parser === undefined) return sseData(chatChunk(h, { content: text }, null, logprobs));
+        const deltas = eventDeltas(parser.push(text));
+        // Held-back text still sends its tokens' log-probabilities, with an empty delta.
+        if (deltas.length === 0 && logprobs !== null) deltas.push({});
+        return deltas.map((d, i) => sseData(chatChunk(h, d, null, i === 0 ? logprobs : null)));
+      },
+      finish: (res, n) => [
+        ...(parser === undefined
+          ? []
+          : eventDeltas(parser.end()).map((d) => sseData(chatChunk(h, d)))),
+        ...finishChunks(
+          sseData({
+            ...chatChunk(h, {}, finishWithCalls(res.finishReason, parser?.calls.length ?? 0)),
+            timings: res.timings,
+          }),
           r.includeUsage ? { ...h, object: "chat.completion.chunk" } : undefined,
           n,
           res.completionTokens,
           res.cachedTokens,
         ),
+      ],
     },
   );
 }

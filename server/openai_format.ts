@@ -6,8 +6,10 @@
  * @module
  */
 
+import type { ToolCall } from "../chat/mod.ts";
+
 /**
- * Why a choice ended, as OpenAI names it.
+ * Why a choice ended, as OpenAI names it (`tool_calls`: the reply is function calls).
  *
  * @example
  * ```ts
@@ -15,7 +17,7 @@
  * const r: FinishReason = "length";
  * ```
  */
-export type FinishReason = "stop" | "length";
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 /**
  * Token counts of a completion; `cachedTokens` of the prompt tokens were
@@ -63,7 +65,8 @@ export interface ResponseHead {
 }
 
 /**
- * A whole (non-streamed) chat completion.
+ * A whole (non-streamed) chat completion; with `toolCalls`, the message carries them (and
+ * `content` is null when the reply is only calls).
  *
  * @example
  * ```ts
@@ -80,6 +83,7 @@ export function chatCompletion(
   completionTokens: number,
   cachedTokens = 0,
   logprobs: ChatLogprobs | null = null,
+  toolCalls?: ToolCall[],
 ): {
   id: string;
   object: "chat.completion";
@@ -87,7 +91,7 @@ export function chatCompletion(
   model: string;
   choices: {
     index: number;
-    message: { role: "assistant"; content: string };
+    message: { role: "assistant"; content: string | null; tool_calls?: ToolCall[] };
     finish_reason: FinishReason;
     logprobs: ChatLogprobs | null;
   }[];
@@ -98,12 +102,34 @@ export function chatCompletion(
     object: "chat.completion",
     choices: [{
       index: 0,
-      message: { role: "assistant", content },
+      message: {
+        role: "assistant",
+        content: toolCalls !== undefined && toolCalls.length > 0 && content === "" ? null : content,
+        ...(toolCalls !== undefined && toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+      },
       finish_reason: finishReason,
       logprobs,
     }],
     usage: usage(promptTokens, completionTokens, cachedTokens),
   };
+}
+
+/**
+ * A streamed call, as OpenAI streams `delta.tool_calls`: the first piece has the call's index,
+ * id, type, name and empty arguments; the next ones the index and fragments of the arguments.
+ *
+ * @example
+ * ```ts
+ * import type { ToolCallDelta } from "./openai_format.ts";
+ * const d: ToolCallDelta = { index: 0, function: { arguments: '{"city":' } };
+ * console.log(d.index);
+ * ```
+ */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
 }
 
 /**
@@ -118,7 +144,7 @@ export function chatCompletion(
  */
 export function chatChunk(
   head: ResponseHead,
-  delta: { role?: "assistant"; content?: string },
+  delta: { role?: "assistant"; content?: string; tool_calls?: ToolCallDelta[] },
   finishReason: FinishReason | null = null,
   logprobs: ChatLogprobs | null = null,
 ): Record<string, unknown> {

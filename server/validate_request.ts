@@ -5,8 +5,17 @@
  * @module
  */
 
+import type { ToolChoice, ToolDefinition } from "../chat/mod.ts";
 import type { ConstraintSpec } from "../grammar/constraint_spec.ts";
 import { ApiError } from "./api_error.ts";
+import {
+  type MessageToolCall,
+  validateMessageToolCalls,
+  validateParallelToolCalls,
+  validateToolCallId,
+  validateToolChoice,
+  validateTools,
+} from "./validate_tools.ts";
 
 /**
  * Bounds on what a request may ask for.
@@ -118,7 +127,31 @@ export interface SamplingRequest {
  * ```
  */
 export interface ChatRequest extends SamplingRequest {
-  messages: { role: "system" | "user" | "assistant"; content: string }[];
+  messages: ChatRequestMessage[];
+  /** The functions the model may call (`tools`). */
+  tools?: ToolDefinition[];
+  /** `tool_choice`; absent: `"auto"` with tools, `"none"` without. */
+  toolChoice?: ToolChoice;
+  /** `parallel_tool_calls` (default true): more than one call per reply. */
+  parallelToolCalls: boolean;
+}
+
+/**
+ * A validated chat message: its text (content parts joined; `""` for an assistant message of
+ * calls only), an assistant's calls with their arguments parsed, a `tool` message's call id.
+ *
+ * @example
+ * ```ts
+ * import type { ChatRequestMessage } from "./validate_request.ts";
+ * const m: ChatRequestMessage = { role: "tool", content: "21 °C", tool_call_id: "call_1" };
+ * console.log(m.role);
+ * ```
+ */
+export interface ChatRequestMessage {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string;
+  tool_calls?: MessageToolCall[];
+  tool_call_id?: string;
 }
 
 /**
@@ -337,9 +370,12 @@ const CHAT_KEYS: ReadonlySet<string> = new Set([
   "messages",
   "max_completion_tokens",
   "top_logprobs",
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
 ]);
 const COMPLETION_KEYS: ReadonlySet<string> = new Set([...SAMPLING_KEYS, "prompt"]);
-const ROLES: ReadonlySet<string> = new Set(["system", "user", "assistant"]);
+const ROLES: ReadonlySet<string> = new Set(["system", "user", "assistant", "tool"]);
 
 /**
  * Validates a /v1/chat/completions body.
@@ -380,12 +416,41 @@ export function validateChatRequest(
   const messages = o.messages.map((m: unknown, i: number) => {
     const p = `messages[${i}]`;
     const mo = object(m, p);
-    onlyKeys(mo, new Set(["role", "content", "name"]), `${p}.`, ignored);
+    onlyKeys(
+      mo,
+      new Set(["role", "content", "name", "tool_calls", "tool_call_id"]),
+      `${p}.`,
+      ignored,
+    );
     const role = text(mo.role, `${p}.role`, 16);
-    if (!ROLES.has(role)) throw bad(`${p}.role must be system, user or assistant`, `${p}.role`);
+    if (!ROLES.has(role)) {
+      throw bad(`${p}.role must be system, user, assistant or tool`, `${p}.role`);
+    }
     if (mo.name !== undefined) text(mo.name, `${p}.name`, 64);
+    const tools: { tool_calls?: MessageToolCall[]; tool_call_id?: string } = {};
+    if (mo.tool_calls !== undefined && mo.tool_calls !== null) {
+      if (role !== "assistant") {
+        throw bad(`${p}.tool_calls is for assistant messages`, `${p}.tool_calls`);
+      }
+      const v = validateMessageToolCalls(
+        mo.tool_calls,
+        `${p}.tool_calls`,
+        limits.maxTextLength - total,
+        ignored,
+      );
+      tools.tool_calls = v.calls;
+      total += v.length;
+    }
+    if (role === "tool") {
+      tools.tool_call_id = validateToolCallId(mo.tool_call_id, `${p}.tool_call_id`);
+    } else if (mo.tool_call_id !== undefined) {
+      throw bad(`${p}.tool_call_id is for tool messages`, `${p}.tool_call_id`);
+    }
     let content: string;
-    if (Array.isArray(mo.content)) {
+    if ((mo.content === null || mo.content === undefined) && tools.tool_calls !== undefined) {
+      // An assistant message of calls only.
+      content = "";
+    } else if (Array.isArray(mo.content)) {
       // OpenAI's content parts: text parts only.
       if (mo.content.length > limits.maxMessages) {
         throw bad(`${p}.content has too many parts`, `${p}.content`);
@@ -393,10 +458,14 @@ export function validateChatRequest(
       content = mo.content.map((part: unknown, j: number) => {
         const q = `${p}.content[${j}]`;
         const po = object(part, q);
-        onlyKeys(po, new Set(["type", "text"]), `${q}.`, ignored);
         if (po.type !== "text") {
-          throw bad(`${q}.type must be "text"`, `${q}.type`, "unsupported_field");
+          throw bad(
+            `${q}.type must be "text" (images and other inputs are not supported)`,
+            `${q}.type`,
+            "unsupported_field",
+          );
         }
+        onlyKeys(po, new Set(["type", "text"]), `${q}.`, ignored);
         return text(po.text, `${q}.text`, limits.maxTextLength);
       }).join("");
     } else {
@@ -406,9 +475,22 @@ export function validateChatRequest(
     if (total > limits.maxTextLength) {
       throw bad(`the messages are longer than ${limits.maxTextLength} characters`, "messages");
     }
-    return { role: role as "system" | "user" | "assistant", content };
+    return { role: role as ChatRequestMessage["role"], content, ...tools };
   });
-  return { ...s, messages };
+  const tools = o.tools === undefined || o.tools === null
+    ? undefined
+    : validateTools(o.tools, ignored);
+  const toolChoice = o.tool_choice === undefined || o.tool_choice === null
+    ? undefined
+    : validateToolChoice(o.tool_choice, tools, ignored);
+  const parallelToolCalls = validateParallelToolCalls(o.parallel_tool_calls);
+  return {
+    ...s,
+    messages,
+    ...(tools === undefined ? {} : { tools }),
+    ...(toolChoice === undefined ? {} : { toolChoice }),
+    parallelToolCalls,
+  };
 }
 
 /**

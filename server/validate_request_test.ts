@@ -55,10 +55,11 @@ Deno.test("chat requests: defaults, and every field checked and bounded", () => 
   refused(chat({ logit_bias: { "abc": 1 } }), "logit_bias");
   refused(chat({ logit_bias: { "5": 101 } }), "logit_bias.5", /logit_bias.5 101 is not in/);
   refused(chat({ stream_options: { include_usage: true } }), "stream_options");
-  refused(chat({ tools: [] }), "tools", /unknown/);
+  refused(chat({ tools: [] }), "tools", /at least one/);
   refused(chat({ messages: [] }), "messages");
   refused(chat({ messages: "hi" }), "messages");
-  refused(chat({ messages: [{ role: "tool", content: "x" }] }), "messages[0].role");
+  refused(chat({ messages: [{ role: "tool", content: "x" }] }), "messages[0].tool_call_id");
+  refused(chat({ messages: [{ role: "critic", content: "x" }] }), "messages[0].role");
   refused(chat({ messages: [{ role: "user", content: 3 }] }), "messages[0].content");
   refused(chat({ messages: [{ role: "user", content: "x", extra: 1 }] }), "messages[0].extra");
   refused(
