@@ -14,6 +14,7 @@ import {
   type GeneratedToken,
   type GenerationStats,
 } from "../runtime/generate.ts";
+import { compileConstraint, type ConstraintSpec, type TokenConstraint } from "../grammar/mod.ts";
 import { BatchEngine } from "../runtime/batch_engine.ts";
 import type { GenerationModel } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
@@ -85,6 +86,44 @@ export interface ModelGenerateOptions extends SamplerOptions {
   draftMax?: number;
   /** The draft's stopping probability (default 0.75). */
   draftMinP?: number;
+  /**
+   * Structured output: the text is JSON that validates against this JSON Schema (the supported
+   * keywords are listed in grammar/json_schema_to_gbnf.ts; any other is refused with a
+   * `SchemaError` naming it and its JSON pointer). Generation ends when the value is complete.
+   *
+   * @example
+   * ```ts ignore
+   * const it = model.generate("A person as JSON:", {
+   *   jsonSchema: {
+   *     type: "object",
+   *     properties: { name: { type: "string", maxLength: 20 }, age: { type: "integer", minimum: 0 } },
+   *     required: ["name", "age"],
+   *   },
+   * });
+   * ```
+   */
+  jsonSchema?: unknown;
+  /**
+   * Structured output: the text matches this GBNF grammar (llama.cpp's format; the `root` rule).
+   * A bad grammar is refused with a `GrammarError` naming its line and column.
+   *
+   * @example
+   * ```ts ignore
+   * const it = model.generate("2 + 2 =", { grammar: 'root ::= " " [0-9]+' });
+   * ```
+   */
+  grammar?: string;
+  /**
+   * Structured output as the server's validators give it (`{ kind: "json_object" }` for any
+   * JSON object, or a JSON Schema or GBNF grammar). Give at most one of `jsonSchema`, `grammar`
+   * and `constraint`.
+   *
+   * @example
+   * ```ts ignore
+   * const it = model.generate("A JSON object:", { constraint: { kind: "json_object" } });
+   * ```
+   */
+  constraint?: ConstraintSpec;
 }
 
 /**
@@ -266,8 +305,12 @@ export class Model {
       lookupNgram,
       draftMax = 16,
       draftMinP,
+      jsonSchema,
+      grammar,
+      constraint: spec,
       ...sampling
     } = options;
+    const constraint = this.#constraint(jsonSchema, grammar, spec);
     const speculation = draft !== undefined || lookupNgram !== undefined
       ? { drafter: this.#drafter(draft, lookupNgram, draftMinP), maxDraft: draftMax }
       : undefined;
@@ -292,6 +335,7 @@ export class Model {
         logprobs,
         cache: slot.cache,
         speculation,
+        constraint,
       });
       for (let r = await it.next();; r = await it.next()) {
         if (r.done) return r.value;
@@ -304,6 +348,19 @@ export class Model {
       this.#free.push(slot);
       this.#waiting.shift()?.();
     }
+  }
+
+  /** The compiled output constraint of a generation (at most one of the three ways to give it). */
+  #constraint(
+    jsonSchema: unknown,
+    grammar: string | undefined,
+    spec: ConstraintSpec | undefined,
+  ): TokenConstraint | undefined {
+    const given = [jsonSchema, grammar, spec].filter((x) => x !== undefined).length;
+    if (given > 1) throw new RangeError("Model: give at most one of jsonSchema, grammar, constraint");
+    if (jsonSchema !== undefined) spec = { kind: "json_schema", schema: jsonSchema };
+    else if (grammar !== undefined) spec = { kind: "gbnf", grammar };
+    return spec === undefined ? undefined : compileConstraint(spec, this.#tokenizer);
   }
 
   /** The drafter of a generation: prompt lookup, or `draft` checked against this vocabulary. */

@@ -23,6 +23,13 @@ import {
   UsageError,
 } from "./generate.ts";
 import { runChat } from "./chat.ts";
+import {
+  compileGrammar,
+  type ConstraintSpec,
+  GrammarError,
+  SchemaError,
+  specToGbnf,
+} from "../grammar/mod.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
 import { runAnalyze } from "./analyze.ts";
@@ -517,11 +524,18 @@ export async function main(args: string[]): Promise<number> {
             : int(seed, "--seed", 0, 0xffffffff),
         };
         checkSampling(sampling);
+        const constraint = await constraintArg(str(p, "json-schema"), str(p, "grammar"));
         const max = str(p, "max-tokens");
         // Default: until end of text or the context is full, as llama.cpp and Ollama.
         const maxTokens = max === undefined ? undefined : int(max, "--max-tokens", 0, 1 << 20);
         if (command === "chat") {
-          return await runChat({ ...modelArgs, maxTokens, sampling, system: str(p, "system") });
+          return await runChat({
+            ...modelArgs,
+            maxTokens,
+            sampling,
+            system: str(p, "system"),
+            constraint,
+          });
         }
         let prompt = str(p, "prompt");
         if (prompt === undefined) {
@@ -539,6 +553,7 @@ export async function main(args: string[]): Promise<number> {
           stop: Array.isArray(stop) ? stop.map(String) : [],
           truncate: choice(str(p, "truncate") ?? "error", "--truncate", ["error", "left"] as const),
           chatTemplate: flag(p, "chat-template"),
+          constraint,
         });
       }
       case "pull":
@@ -570,6 +585,41 @@ export async function main(args: string[]): Promise<number> {
   } catch (error) {
     return fail(error, command);
   }
+}
+
+/**
+ * `--json-schema FILE` / `--grammar FILE` as a constraint spec, checked now (a refused schema
+ * keyword or a bad grammar is a usage error naming it).
+ */
+async function constraintArg(
+  schemaFile: string | undefined,
+  grammarFile: string | undefined,
+): Promise<ConstraintSpec | undefined> {
+  if (schemaFile !== undefined && grammarFile !== undefined) {
+    throw new UsageError("give --json-schema or --grammar, not both");
+  }
+  let spec: ConstraintSpec;
+  if (schemaFile !== undefined) {
+    const text = await Deno.readTextFile(schemaFile);
+    let schema: unknown;
+    try {
+      schema = JSON.parse(text);
+    } catch (e) {
+      throw new UsageError(`--json-schema ${schemaFile}: not JSON: ${(e as Error).message}`);
+    }
+    spec = { kind: "json_schema", schema };
+  } else if (grammarFile !== undefined) {
+    spec = { kind: "gbnf", grammar: await Deno.readTextFile(grammarFile) };
+  } else return undefined;
+  try {
+    compileGrammar(specToGbnf(spec));
+  } catch (e) {
+    if (e instanceof SchemaError || e instanceof GrammarError) {
+      throw new UsageError(`${schemaFile !== undefined ? "--json-schema" : "--grammar"} ${schemaFile ?? grammarFile}: ${e.message}`);
+    }
+    throw e;
+  }
+  return spec;
 }
 
 if (import.meta.main) {

@@ -9,6 +9,10 @@
 
 /** Most digits of an integer part (magnitudes below 10^16). */
 export const MAX_INT_DIGITS = 16;
+/** Fraction digits of an output: runs of free digits are bounded by this (a model cannot loop). */
+export const MAX_FRACTION_DIGITS = 16;
+const FREE = `[0-9]{0,${MAX_FRACTION_DIGITS}}`;
+const FREE1 = `[0-9]{1,${MAX_FRACTION_DIGITS}}`;
 /** Most fraction digits a bound may have. */
 const MAX_BOUND_FRACTION = 40;
 const LIMIT = 10n ** BigInt(MAX_INT_DIGITS);
@@ -125,12 +129,13 @@ export function fracRange(
   const gen = (i: number, tl: boolean, th: boolean): string | null => {
     const first = i === 0;
     if (i >= top) {
-      if (tl && th) return loExcl || hiExcl ? null : first ? '"0"+' : '"0"*';
-      if (tl) return loExcl ? '"0"* [1-9] [0-9]*' : first ? "[0-9]+" : "[0-9]*";
-      if (th) return hiExcl ? null : first ? '"0"+' : '"0"*';
-      return first ? "[0-9]+" : "[0-9]*";
+      const zeros = first ? `"0"{1,${MAX_FRACTION_DIGITS}}` : `"0"{0,${MAX_FRACTION_DIGITS}}`;
+      if (tl && th) return loExcl || hiExcl ? null : zeros;
+      if (tl) return loExcl ? `"0"{0,${MAX_FRACTION_DIGITS}} [1-9] ${FREE}` : first ? FREE1 : FREE;
+      if (th) return hiExcl ? null : zeros;
+      return first ? FREE1 : FREE;
     }
-    if (!tl && !th) return first ? "[0-9]+" : "[0-9]*";
+    if (!tl && !th) return first ? FREE1 : FREE;
     const alts: string[] = [];
     // Ending here: F (padded with zeros) compared with the bounds.
     if (!first) {
@@ -145,7 +150,7 @@ export function fracRange(
       const next = gen(i + 1, tl && c === l, th && c === h);
       if (next !== null) alts.push(`"${c}" ${next}`);
     }
-    if (h - l > 1) alts.push(`${digitClass(l + 1, h - 1)} [0-9]*`);
+    if (h - l > 1) alts.push(`${digitClass(l + 1, h - 1)} ${FREE}`);
     return alts.length === 0 ? null : "(" + alts.join(" | ") + ")";
   };
   return gen(0, lo !== null, hi !== null);
@@ -178,7 +183,7 @@ function magRange(lo: MagBound, hi: MagBound | null): string | null {
     );
   } else {
     join(uintRange(L, L), frac(fracRange(lo.dec.frac, lo.excl, null, false)), lo.dec.frac === "" && !lo.excl);
-    join(uintRange(L + 1n, H === null ? null : H - 1n), '"." [0-9]+', true);
+    join(uintRange(L + 1n, H === null ? null : H - 1n), `"." ${FREE1}`, true);
     if (H !== null) {
       join(uintRange(H, H), frac(fracRange(null, false, hi!.dec.frac, hi!.excl)), hi!.dec.frac !== "" || !hi!.excl);
     }

@@ -17,7 +17,7 @@
  */
 
 import { cls, jsonChars, lit, PLAIN } from "./_gbnf_text.ts";
-import { intRange, MAX_INT_DIGITS, numberRange } from "./_number_range.ts";
+import { intRange, MAX_FRACTION_DIGITS, MAX_INT_DIGITS, numberRange } from "./_number_range.ts";
 import { PatternError, patternToGbnf } from "./_regex.ts";
 import { SchemaError } from "./grammar_error.ts";
 
@@ -74,7 +74,7 @@ const PRIMITIVES: Record<string, string> = {
   char: '[^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | ' +
     '[dD] [0-7] [0-9a-fA-F]{2}))',
   string: '"\\"" char* "\\""',
-  number: `"-"? ("0" | [1-9] [0-9]{0,${MAX_INT_DIGITS - 1}}) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})?`,
+  number: `"-"? ("0" | [1-9] [0-9]{0,${MAX_INT_DIGITS - 1}}) ("." [0-9]{1,${MAX_FRACTION_DIGITS}})? ([eE] [-+]? [0-9]{1,3})?`,
   integer: `"-"? ("0" | [1-9] [0-9]{0,${MAX_INT_DIGITS - 1}})`,
   boolean: '"true" | "false"',
   null: '"null"',

@@ -53,8 +53,54 @@ export interface GenerationTokenizer {
 export interface GenerationSampler {
   /** Picks the next token from the logits. */
   sample(logits: Float32Array): number;
+  /**
+   * Picks the next token among those `constraint` allows (needed for
+   * {@link GenerateOptions.constraint}; `Sampler.sampleConstrained`).
+   */
+  sampleConstrained?(logits: Float32Array, constraint: GenerationConstraintMatcher): number;
   /** Records a token (prompt or generated) for penalties. */
   accept(id: number): void;
+}
+
+/**
+ * One generation's position in an output constraint (grammar/mod.ts's `TokenMatcher`).
+ *
+ * @example
+ * ```ts
+ * import type { GenerationConstraintMatcher } from "./generate.ts";
+ * function done(m: GenerationConstraintMatcher): boolean {
+ *   return m.isAccepting() && !m.canContinue();
+ * }
+ * ```
+ */
+export interface GenerationConstraintMatcher {
+  /** Token `id` may come next (end-of-generation tokens only where the output is complete). */
+  allows(id: number): boolean;
+  /** 1 for every token that may come next (length: the vocabulary's; not to be modified). */
+  mask(): Uint8Array;
+  /** Takes token `id` (throws if it is not allowed). */
+  accept(id: number): void;
+  /** The output so far is complete. */
+  isAccepting(): boolean;
+  /** More output can follow. */
+  canContinue(): boolean;
+}
+
+/**
+ * An output constraint compiled for the model's tokenizer (grammar/mod.ts's
+ * `TokenConstraint`, from `compileConstraint`): a fresh matcher per generation.
+ *
+ * @example
+ * ```ts ignore
+ * import { compileConstraint } from "../grammar/mod.ts";
+ * const constraint: GenerationConstraint = compileConstraint({ kind: "json_object" }, tokenizer);
+ * ```
+ */
+export interface GenerationConstraint {
+  /** Number of token ids it was compiled for. */
+  readonly vocabSize: number;
+  /** A matcher at the start of the output. */
+  matcher(): GenerationConstraintMatcher;
 }
 
 /**
@@ -106,7 +152,11 @@ export interface GenerationStats {
   /** Milliseconds from the first generated token to the last. */
   decodeMs?: number;
   /** Why generation stopped. */
-  stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context";
+  /**
+   * Why generation stopped; "grammar": the output is complete under the
+   * {@link GenerateOptions.constraint} and nothing more may follow.
+   */
+  stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context" | "grammar";
   /**
    * Memory (RSS, PSS and its file and anonymous parts, from
    * /proc/self/smaps_rollup) before the prompt, after it (and after the
@@ -178,6 +228,17 @@ export interface GenerateOptions {
    * the same, token for token, as without it (speculative.ts).
    */
   speculation?: SpeculationOptions;
+  /**
+   * Holds the output to a grammar (structured outputs): each token is drawn
+   * among those that can continue a valid output (`sampleConstrained`, the
+   * check-first strategy); end-of-generation tokens only where the output is
+   * complete; generation ends (stop reason "grammar") when the output is
+   * complete and nothing may follow. `maxTokens` may still cut it first
+   * ("max_tokens"). Works with `speculation`: each drafted token is checked
+   * against the constrained draw, so the output is the same as without it.
+   * Not with `ignoreEos`.
+   */
+  constraint?: GenerationConstraint;
 }
 
 /**
@@ -295,6 +356,19 @@ export async function* generate(
   }
   const spec = options.speculation;
   if (spec !== undefined) checkSpeculation(spec);
+  const constraint = options.constraint;
+  if (constraint !== undefined) {
+    if (sampler.sampleConstrained === undefined) {
+      throw new TypeError("generate: a constraint needs a sampler with sampleConstrained");
+    }
+    if (options.ignoreEos) throw new RangeError("generate: a constraint cannot go with ignoreEos");
+    if (constraint.vocabSize !== model.config.vocab) {
+      throw new RangeError(
+        `generate: the constraint was compiled for ${constraint.vocabSize} tokens, the model has ${model.config.vocab}`,
+      );
+    }
+  }
+  const matcher = constraint?.matcher();
   const cache = options.cache;
   if (cache !== undefined && cache.model !== model) {
     throw new RangeError("generate: the prompt cache belongs to another model instance");
@@ -354,7 +428,9 @@ export async function* generate(
       reason = "aborted";
       break;
     }
-    const id = sampler.sample(logits);
+    const id = matcher === undefined
+      ? sampler.sample(logits)
+      : sampler.sampleConstrained!(logits, matcher);
     const probs = wantLogprobs === undefined ? undefined : logprobsOf(logits, id, wantLogprobs);
     sampler.accept(id);
     generated++;
@@ -364,10 +440,15 @@ export async function* generate(
       reason = "eog";
       break;
     }
+    matcher?.accept(id);
     const { emit, stopped } = stops.push(utf8.push(tokenizer.tokenBytes(id)));
     yield probs === undefined ? { id, text: emit } : { id, text: emit, ...probs };
     if (stopped) {
       reason = "stop_string";
+      break;
+    }
+    if (matcher !== undefined && matcher.isAccepting() && !matcher.canContinue()) {
+      reason = "grammar";
       break;
     }
     if (generated >= options.maxTokens) break;

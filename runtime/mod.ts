@@ -26,6 +26,8 @@ export type {
   GeneratedToken,
   GenerateOptions,
   GenerationModel,
+  GenerationConstraint,
+  GenerationConstraintMatcher,
   GenerationSampler,
   GenerationStats,
   GenerationTokenizer,
