@@ -37,6 +37,8 @@ export { loadModel, Model } from "./api/mod.ts";
 export type { LoadModelOptions, ModelGenerateOptions, Token } from "./api/mod.ts";
 export type { GenerationStats } from "./runtime/generate.ts";
 export type { ChatMessage } from "./chat/mod.ts";
+export type { ConstraintSpec } from "./grammar/mod.ts";
+export { GrammarError, SchemaError } from "./grammar/mod.ts";
 export type { ModelConfig, RopeScaling, TransformerOptions } from "./model/mod.ts";
 export { convertFile } from "./convert/mod.ts";
 export {

@@ -357,7 +357,9 @@ export class Model {
     spec: ConstraintSpec | undefined,
   ): TokenConstraint | undefined {
     const given = [jsonSchema, grammar, spec].filter((x) => x !== undefined).length;
-    if (given > 1) throw new RangeError("Model: give at most one of jsonSchema, grammar, constraint");
+    if (given > 1) {
+      throw new RangeError("Model: give at most one of jsonSchema, grammar, constraint");
+    }
     if (jsonSchema !== undefined) spec = { kind: "json_schema", schema: jsonSchema };
     else if (grammar !== undefined) spec = { kind: "gbnf", grammar };
     return spec === undefined ? undefined : compileConstraint(spec, this.#tokenizer);

@@ -111,12 +111,16 @@ async function main(): Promise<void> {
   });
   const threads = Number(values.threads), seeds = Number(values.seeds);
   const maxTokens = Number(values["max-tokens"]);
-  for (const [name, v, lo, hi] of [
-    ["--threads", threads, 1, 256],
-    ["--seeds", seeds, 1, 20],
-    ["--max-tokens", maxTokens, 8, 4096],
-  ] as const) {
-    if (!Number.isInteger(v) || v < lo || v > hi) throw new RangeError(`${name} ${v} is not in [${lo}, ${hi}]`);
+  for (
+    const [name, v, lo, hi] of [
+      ["--threads", threads, 1, 256],
+      ["--seeds", seeds, 1, 20],
+      ["--max-tokens", maxTokens, 8, 4096],
+    ] as const
+  ) {
+    if (!Number.isInteger(v) || v < lo || v > hi) {
+      throw new RangeError(`${name} ${v} is not in [${lo}, ${hi}]`);
+    }
   }
   try {
     await Deno.stat(MODEL);
@@ -132,7 +136,11 @@ async function main(): Promise<void> {
     let t0 = performance.now();
     tokenTrie(tokenizer);
     const trieMs = performance.now() - t0;
-    log(`vocabulary trie: ${tokenizer.vocabSize} tokens in ${trieMs.toFixed(0)} ms (once per tokenizer)`);
+    log(
+      `vocabulary trie: ${tokenizer.vocabSize} tokens in ${
+        trieMs.toFixed(0)
+      } ms (once per tokenizer)`,
+    );
     const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate }, {});
     const all: number[] = [];
     let masks = 0, steps = 0;
@@ -190,10 +198,22 @@ async function main(): Promise<void> {
     const summary = [
       `CPU: ${cpu}, ${threads} threads; Qwen2.5-Coder-0.5B-Instruct Q4_K_M, vocabulary ${tokenizer.vocabSize}`,
       `${SCHEMAS.length} schemas x ${seeds} seeds, temperature 0.8, top-k 40, top-p 0.95, min-p 0.05`,
-      `vocabulary trie: ${trieMs.toFixed(0)} ms once; schema compile median ${quantile(compileMs, 0.5).toFixed(1)} ms, max ${Math.max(...compileMs).toFixed(1)} ms`,
-      `engine per token (check + mask when refused + advance): median ${quantile(all, 0.5).toFixed(3)} ms, p99 ${quantile(all, 0.99).toFixed(2)} ms, mean ${(all.reduce((a, b) => a + b, 0) / all.length).toFixed(3)} ms over ${all.length} tokens`,
-      `steps needing a full mask: ${masks} of ${steps} (${(100 * masks / Math.max(steps, 1)).toFixed(1)}%); uncached mask median ${quantile(cold, 0.5).toFixed(1)} ms, max ${Math.max(0, ...cold).toFixed(1)} ms`,
-      `decode: ${conTokS.toFixed(2)} tok/s with a schema, ${plainTokS.toFixed(2)} without (same token counts): ${(100 * ratio).toFixed(1)}%`,
+      `vocabulary trie: ${trieMs.toFixed(0)} ms once; schema compile median ${
+        quantile(compileMs, 0.5).toFixed(1)
+      } ms, max ${Math.max(...compileMs).toFixed(1)} ms`,
+      `engine per token (check + mask when refused + advance): median ${
+        quantile(all, 0.5).toFixed(3)
+      } ms, p99 ${quantile(all, 0.99).toFixed(2)} ms, mean ${
+        (all.reduce((a, b) => a + b, 0) / all.length).toFixed(3)
+      } ms over ${all.length} tokens`,
+      `steps needing a full mask: ${masks} of ${steps} (${
+        (100 * masks / Math.max(steps, 1)).toFixed(1)
+      }%); uncached mask median ${quantile(cold, 0.5).toFixed(1)} ms, max ${
+        Math.max(0, ...cold).toFixed(1)
+      } ms`,
+      `decode: ${conTokS.toFixed(2)} tok/s with a schema, ${
+        plainTokS.toFixed(2)
+      } without (same token counts): ${(100 * ratio).toFixed(1)}%`,
       `goal constrained >= 90% of unconstrained: ${ratio >= 0.9 ? "met" : "missed"}`,
     ];
     console.log(summary.join("\n"));

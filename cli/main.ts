@@ -615,7 +615,11 @@ async function constraintArg(
     compileGrammar(specToGbnf(spec));
   } catch (e) {
     if (e instanceof SchemaError || e instanceof GrammarError) {
-      throw new UsageError(`${schemaFile !== undefined ? "--json-schema" : "--grammar"} ${schemaFile ?? grammarFile}: ${e.message}`);
+      throw new UsageError(
+        `${schemaFile !== undefined ? "--json-schema" : "--grammar"} ${
+          schemaFile ?? grammarFile
+        }: ${e.message}`,
+      );
     }
     throw e;
   }

@@ -69,7 +69,9 @@ export function jsonChars(ranges: readonly number[]): string | null {
   const ctl = intersect(ranges, [0, 0x1f]);
   for (let i = 0; i < ctl.length; i += 2) {
     for (let c = ctl[i]; c <= ctl[i + 1]; c++) {
-      alts.push(lit(SHORT[c] !== undefined ? "\\" + SHORT[c] : "\\u" + c.toString(16).padStart(4, "0")));
+      alts.push(
+        lit(SHORT[c] !== undefined ? "\\" + SHORT[c] : "\\u" + c.toString(16).padStart(4, "0")),
+      );
     }
   }
   if (alts.length === 0) return null;

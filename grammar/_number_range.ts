@@ -182,10 +182,18 @@ function magRange(lo: MagBound, hi: MagBound | null): string | null {
       lo.dec.frac === "" && !lo.excl && (hi!.dec.frac !== "" || !hi!.excl),
     );
   } else {
-    join(uintRange(L, L), frac(fracRange(lo.dec.frac, lo.excl, null, false)), lo.dec.frac === "" && !lo.excl);
+    join(
+      uintRange(L, L),
+      frac(fracRange(lo.dec.frac, lo.excl, null, false)),
+      lo.dec.frac === "" && !lo.excl,
+    );
     join(uintRange(L + 1n, H === null ? null : H - 1n), `"." ${FREE1}`, true);
     if (H !== null) {
-      join(uintRange(H, H), frac(fracRange(null, false, hi!.dec.frac, hi!.excl)), hi!.dec.frac !== "" || !hi!.excl);
+      join(
+        uintRange(H, H),
+        frac(fracRange(null, false, hi!.dec.frac, hi!.excl)),
+        hi!.dec.frac !== "" || !hi!.excl,
+      );
     }
   }
   return alts.length === 0 ? null : "(" + alts.join(" | ") + ")";

@@ -6,7 +6,11 @@
  * @module
  */
 
-const short = (extra: Record<string, unknown> = {}) => ({ type: "string", maxLength: 12, ...extra });
+const short = (extra: Record<string, unknown> = {}) => ({
+  type: "string",
+  maxLength: 12,
+  ...extra,
+});
 
 /** The schemas, by name. */
 export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
@@ -14,13 +18,22 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     name: "person",
     schema: {
       type: "object",
-      properties: { name: short({ minLength: 1 }), age: { type: "integer", minimum: 0, maximum: 120 } },
+      properties: {
+        name: short({ minLength: 1 }),
+        age: { type: "integer", minimum: 0, maximum: 120 },
+      },
       required: ["name", "age"],
       additionalProperties: false,
     },
   },
-  { name: "boolean", schema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } },
-  { name: "null", schema: { type: "object", properties: { n: { type: "null" } }, required: ["n"] } },
+  {
+    name: "boolean",
+    schema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] },
+  },
+  {
+    name: "null",
+    schema: { type: "object", properties: { n: { type: "null" } }, required: ["n"] },
+  },
   {
     name: "number bounds",
     schema: {
@@ -80,7 +93,15 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
       required: ["tags"],
     },
   },
-  { name: "top-level array", schema: { type: "array", items: { type: "integer", minimum: 0, maximum: 99 }, minItems: 2, maxItems: 4 } },
+  {
+    name: "top-level array",
+    schema: {
+      type: "array",
+      items: { type: "integer", minimum: 0, maximum: 99 },
+      minItems: 2,
+      maxItems: 4,
+    },
+  },
   {
     name: "nested objects",
     schema: {
@@ -100,7 +121,11 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     name: "optional properties",
     schema: {
       type: "object",
-      properties: { a: { type: "boolean" }, b: { type: "integer", minimum: 0, maximum: 5 }, c: { type: "null" } },
+      properties: {
+        a: { type: "boolean" },
+        b: { type: "integer", minimum: 0, maximum: 5 },
+        c: { type: "null" },
+      },
       required: ["b"],
     },
   },
@@ -118,7 +143,9 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     name: "anyOf",
     schema: {
       type: "object",
-      properties: { v: { anyOf: [{ type: "integer", minimum: 0, maximum: 9 }, short({ maxLength: 5 })] } },
+      properties: {
+        v: { anyOf: [{ type: "integer", minimum: 0, maximum: 9 }, short({ maxLength: 5 })] },
+      },
       required: ["v"],
     },
   },
@@ -133,7 +160,16 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
   {
     name: "$defs ref",
     schema: {
-      $defs: { point: { type: "object", properties: { x: { type: "integer", minimum: -9, maximum: 9 }, y: { type: "integer", minimum: -9, maximum: 9 } }, required: ["x", "y"] } },
+      $defs: {
+        point: {
+          type: "object",
+          properties: {
+            x: { type: "integer", minimum: -9, maximum: 9 },
+            y: { type: "integer", minimum: -9, maximum: 9 },
+          },
+          required: ["x", "y"],
+        },
+      },
       type: "object",
       properties: { from: { $ref: "#/$defs/point" }, to: { $ref: "#/$defs/point" } },
       required: ["from", "to"],
@@ -143,7 +179,11 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     name: "definitions ref (and # root ref in the unit tests)",
     schema: {
       definitions: {
-        item: { type: "object", properties: { q: { type: "integer", minimum: 1, maximum: 3 } }, required: ["q"] },
+        item: {
+          type: "object",
+          properties: { q: { type: "integer", minimum: 1, maximum: 3 } },
+          required: ["q"],
+        },
       },
       type: "array",
       items: { $ref: "#/definitions/item" },
@@ -173,7 +213,10 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     name: "date-time and uuid",
     schema: {
       type: "object",
-      properties: { when: { type: "string", format: "date-time" }, id: { type: "string", format: "uuid" } },
+      properties: {
+        when: { type: "string", format: "date-time" },
+        id: { type: "string", format: "uuid" },
+      },
       required: ["when", "id"],
     },
   },
@@ -202,4 +245,3 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     },
   },
 ];
-

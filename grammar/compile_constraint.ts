@@ -35,7 +35,9 @@ export function specToGbnf(spec: ConstraintSpec): string {
       if (typeof spec.grammar !== "string") throw new TypeError("gbnf: grammar must be a string");
       return spec.grammar;
     default:
-      throw new TypeError(`constraint: unknown kind ${JSON.stringify((spec as { kind?: unknown })?.kind)}`);
+      throw new TypeError(
+        `constraint: unknown kind ${JSON.stringify((spec as { kind?: unknown })?.kind)}`,
+      );
   }
 }
 

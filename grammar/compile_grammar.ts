@@ -9,8 +9,17 @@
 import { GrammarError } from "./grammar_error.ts";
 import { GBNF_LIMITS, type GbnfExpr, type GbnfLimits, parseGbnf } from "./parse_gbnf.ts";
 
-/** Marks the end of an alternative in {@link GrammarProgram.code}. */
-export const END = -1;
+/**
+ * Marks the end of an alternative in {@link GrammarProgram.code}.
+ *
+ * @example
+ * ```ts
+ * import { compileGrammar, END } from "./compile_grammar.ts";
+ * const p = compileGrammar('root ::= "a"');
+ * console.log(p.code[p.alts[p.root][0] + 1] === END); // true
+ * ```
+ */
+export const END: number = -1;
 
 /**
  * A grammar compiled for the matcher. `code` holds every alternative as a run of elements
@@ -27,10 +36,15 @@ export const END = -1;
  * ```
  */
 export interface GrammarProgram {
+  /** Every alternative's elements, each run ended by {@link END}. */
   readonly code: Int32Array;
+  /** Per rule, where its alternatives start in `code`. */
   readonly alts: readonly (readonly number[])[];
+  /** Character classes: sorted inclusive `[lo, hi]` code point pairs. */
   readonly classes: readonly (readonly number[])[];
+  /** Rule names (helper rules: the rule they come from, a dash and a number). */
   readonly names: readonly string[];
+  /** The `root` rule's id. */
   readonly root: number;
 }
 

@@ -28,6 +28,8 @@ export class GrammarError extends Error {
   readonly reason: string;
 
   /**
+   * An error at a place in the grammar text.
+   *
    * @param reason What is wrong.
    * @param line 1-based line (0: none).
    * @param column 1-based column (0: none).
@@ -68,6 +70,8 @@ export class SchemaError extends Error {
   readonly path: string;
 
   /**
+   * An error about one keyword of the schema.
+   *
    * @param reason What is wrong.
    * @param keyword The keyword at fault.
    * @param path JSON pointer of the schema object holding it.

@@ -21,18 +21,30 @@ const MAX_NODES = 500_000;
 
 /**
  * One parse stack, as a persistent linked list: `pos` is the element on top (a character
- * class element, once normalized), `parent` the rest. Interned, so equal stacks are one
- * object with one id.
+ * class element, once normalized), `parent` the rest. Interned by {@link GrammarRuntime}, so
+ * equal stacks are one object with one id.
+ *
+ * @example
+ * ```ts
+ * import { compileGrammar, GrammarRuntime } from "./mod.ts";
+ * const rt = new GrammarRuntime(compileGrammar('root ::= "a"'));
+ * console.log(rt.start.nodes[0].depth); // 1
+ * ```
  */
-class StackNode {
+export class StackNode {
+  /** Unique id (per runtime). */
   readonly id: number;
+  /** The element on top, an index into the program's code. */
   readonly pos: number;
+  /** The rest of the stack (null: none). */
   readonly parent: StackNode | null;
+  /** Number of nodes in the stack. */
   readonly depth: number;
   /** Normalized stacks after this node's top element matched (memo). */
   succ: StackNode[] | undefined;
   /** Normalized stacks this node stands for (memo). */
   norm: StackNode[] | undefined;
+  /** @internal Use the runtime. */
   constructor(id: number, pos: number, parent: StackNode | null) {
     this.id = id;
     this.pos = pos;
@@ -116,6 +128,14 @@ export class GrammarRuntime {
   readonly #ascii: Uint8Array[];
 
   /**
+   * The runtime of a compiled grammar, at its start state.
+   *
+   * @example
+   * ```ts
+   * import { compileGrammar, GrammarRuntime } from "./mod.ts";
+   * console.log(new GrammarRuntime(compileGrammar('root ::= "a"?')).start.accepting); // true
+   * ```
+   *
    * @param program A compiled grammar.
    * @throws {GrammarError} If the start state has too many stacks.
    */
@@ -131,7 +151,9 @@ export class GrammarRuntime {
     });
     const roots: StackNode[] = [];
     for (const a of program.alts[program.root]) {
-      roots.push(...(program.code[a] === END ? [this.accept] : this.#normalize(this.#node(a, null))));
+      roots.push(
+        ...(program.code[a] === END ? [this.accept] : this.#normalize(this.#node(a, null))),
+      );
     }
     this.start = this.#state(roots, 0, 0, 0)!;
   }
@@ -303,6 +325,8 @@ export class GrammarMatcher {
   #state: MatchState;
 
   /**
+   * A matcher in the given state of a runtime.
+   *
    * @param runtime The grammar's runtime (shared by its matchers).
    * @param state Where to start; the runtime's start state by default.
    *

@@ -59,7 +59,7 @@ Deno.test("GBNF: repetition * + ? {m} {m,} {m,n} holds its bounds", () => {
     ['root ::= "a"{2,}', ["aa", "aaaaaaa"], ["a"]],
     ['root ::= "a"{1,3}', ["a", "aa", "aaa"], ["", "aaaa"]],
     ['root ::= ("ab" | "c"){0,2} "d"', ["d", "abd", "cabd", "ccd"], ["cccd", "abab"]],
-    ['root ::= [0-9]{ 2 , 4 }', ["12", "1234"], ["1", "12345"]],
+    ["root ::= [0-9]{ 2 , 4 }", ["12", "1234"], ["1", "12345"]],
   ];
   for (const [g, yes, no] of cases) {
     for (const s of yes) assert.ok(accepts(g, s), `${g} should accept ${JSON.stringify(s)}`);

@@ -72,9 +72,11 @@ type Obj = Record<string, unknown>;
 const PRIMITIVES: Record<string, string> = {
   ws: '| " " | "\\n" [ \\t]{0,20}',
   char: '[^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | ' +
-    '[dD] [0-7] [0-9a-fA-F]{2}))',
+    "[dD] [0-7] [0-9a-fA-F]{2}))",
   string: '"\\"" char* "\\""',
-  number: `"-"? ("0" | [1-9] [0-9]{0,${MAX_INT_DIGITS - 1}}) ("." [0-9]{1,${MAX_FRACTION_DIGITS}})? ([eE] [-+]? [0-9]{1,3})?`,
+  number: `"-"? ("0" | [1-9] [0-9]{0,${
+    MAX_INT_DIGITS - 1
+  }}) ("." [0-9]{1,${MAX_FRACTION_DIGITS}})? ([eE] [-+]? [0-9]{1,3})?`,
   integer: `"-"? ("0" | [1-9] [0-9]{0,${MAX_INT_DIGITS - 1}})`,
   boolean: '"true" | "false"',
   null: '"null"',
@@ -91,7 +93,9 @@ class Compiler {
   }
 
   #name(hint: string): string {
-    if (this.rules.size >= MAX_RULES) throw new SchemaError("more than 2000 rules from", "schema", "");
+    if (this.rules.size >= MAX_RULES) {
+      throw new SchemaError("more than 2000 rules from", "schema", "");
+    }
     return `${hint.replace(/[^a-zA-Z0-9-]/g, "-").slice(0, 40)}-${this.#n++}`;
   }
 
@@ -138,7 +142,9 @@ class Compiler {
     }
     const s = schema as Obj;
     for (const k of Object.keys(s)) {
-      if (!KNOWN.has(k) && !ANNOTATIONS.has(k)) throw new SchemaError("unsupported keyword", k, path);
+      if (!KNOWN.has(k) && !ANNOTATIONS.has(k)) {
+        throw new SchemaError("unsupported keyword", k, path);
+      }
     }
     if (s.$ref !== undefined) {
       for (const k of Object.keys(s)) {
@@ -174,7 +180,10 @@ class Compiler {
     }
     let types: string[];
     if (s.type === undefined) {
-      if (s.properties !== undefined || s.additionalProperties !== undefined || s.required !== undefined) {
+      if (
+        s.properties !== undefined || s.additionalProperties !== undefined ||
+        s.required !== undefined
+      ) {
         types = ["object"];
       } else if (s.items !== undefined || s.minItems !== undefined || s.maxItems !== undefined) {
         types = ["array"];
@@ -230,7 +239,9 @@ class Compiler {
   string(s: Obj, path: string): string {
     const min = this.count(s, "minLength", path) ?? 0;
     const max = this.count(s, "maxLength", path);
-    if (max !== undefined && max < min) throw new SchemaError("is below minLength:", "maxLength", path);
+    if (max !== undefined && max < min) {
+      throw new SchemaError("is below minLength:", "maxLength", path);
+    }
     if (s.format !== undefined) {
       for (const k of ["pattern", "minLength", "maxLength"]) {
         if (s[k] !== undefined) throw new SchemaError("unsupported together with format:", k, path);
@@ -238,9 +249,13 @@ class Compiler {
       return this.define("format", `"\\"" ${this.format(s.format, path)} "\\""`);
     }
     if (s.pattern !== undefined) {
-      if (typeof s.pattern !== "string") throw new SchemaError("must be a string:", "pattern", path);
+      if (typeof s.pattern !== "string") {
+        throw new SchemaError("must be a string:", "pattern", path);
+      }
       for (const k of ["minLength", "maxLength"]) {
-        if (s[k] !== undefined) throw new SchemaError("unsupported together with pattern:", k, path);
+        if (s[k] !== undefined) {
+          throw new SchemaError("unsupported together with pattern:", k, path);
+        }
       }
       let body: string;
       try {
@@ -305,12 +320,17 @@ class Compiler {
       : mx !== undefined
       ? { value: mx, excl: false }
       : null;
-    const key = low !== null ? (emn === low.value && low.excl ? "exclusiveMinimum" : "minimum")
+    const key = low !== null
+      ? (emn === low.value && low.excl ? "exclusiveMinimum" : "minimum")
       : "maximum";
     let g: string | null;
     try {
       if (t === "integer") {
-        const lo = low === null ? null : low.excl ? Math.floor(low.value) + 1 : Math.ceil(low.value);
+        const lo = low === null
+          ? null
+          : low.excl
+          ? Math.floor(low.value) + 1
+          : Math.ceil(low.value);
         const hi = high === null
           ? null
           : high.excl
@@ -337,14 +357,20 @@ class Compiler {
       throw new SchemaError("must be an object:", "properties", path);
     }
     const names = Object.keys(props);
-    if (names.length > MAX_LIST) throw new SchemaError("more than 1000 entries in", "properties", path);
+    if (names.length > MAX_LIST) {
+      throw new SchemaError("more than 1000 entries in", "properties", path);
+    }
     const required = s.required ?? [];
     if (!Array.isArray(required) || required.some((r) => typeof r !== "string")) {
       throw new SchemaError("must be an array of strings:", "required", path);
     }
     for (const r of required) {
       if (!names.includes(r)) {
-        throw new SchemaError(`names ${JSON.stringify(r)}, which is not in properties:`, "required", path);
+        throw new SchemaError(
+          `names ${JSON.stringify(r)}, which is not in properties:`,
+          "required",
+          path,
+        );
       }
     }
     const ws = this.prim("ws");
@@ -418,7 +444,9 @@ class Compiler {
   array(s: Obj, path: string, depth: number): string {
     const min = this.count(s, "minItems", path) ?? 0;
     const max = this.count(s, "maxItems", path);
-    if (max !== undefined && max < min) throw new SchemaError("is below minItems:", "maxItems", path);
+    if (max !== undefined && max < min) {
+      throw new SchemaError("is below minItems:", "maxItems", path);
+    }
     const item = s.items === undefined
       ? this.any(ANY_JSON_DEPTH)
       : this.visit(s.items, `${path}/items`, depth + 1);
@@ -427,7 +455,9 @@ class Compiler {
     let body: string;
     if (max === 0) body = '""';
     else {
-      const first = `${item} ${ws} ${more}{${Math.max(min - 1, 0)},${max === undefined ? "" : max - 1}}`;
+      const first = `${item} ${ws} ${more}{${Math.max(min - 1, 0)},${
+        max === undefined ? "" : max - 1
+      }}`;
       body = min === 0 ? `(${first})?` : first;
     }
     return this.define("array", `"[" ${ws} ${body} "]"`);
@@ -455,7 +485,11 @@ class Compiler {
     else {
       const m = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
       if (m === null) {
-        throw new SchemaError(`${JSON.stringify(ref)}: only #, #/$defs/NAME and #/definitions/NAME are supported:`, "$ref", path);
+        throw new SchemaError(
+          `${JSON.stringify(ref)}: only #, #/$defs/NAME and #/definitions/NAME are supported:`,
+          "$ref",
+          path,
+        );
       }
       const defs = (this.root as Obj)?.[m[1]];
       const name = m[2].replace(/~1/g, "/").replace(/~0/g, "~");
@@ -492,8 +526,10 @@ function escPointer(s: string): string {
 const D31 = '("0" [1-9] | [12] [0-9] | "3" [01])';
 const D30 = '("0" [1-9] | [12] [0-9] | "30")';
 const D28 = '("0" [1-9] | "1" [0-9] | "2" [0-8])';
-const LEAP = '([0-9] [0-9] ("0" [48] | [2468] [048] | [13579] [26]) | ([02468] [048] | [13579] [26]) "00")';
-const DATE = `[0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ${D31} | ("0" [469] | "11") "-" ${D30} | ` +
+const LEAP =
+  '([0-9] [0-9] ("0" [48] | [2468] [048] | [13579] [26]) | ([02468] [048] | [13579] [26]) "00")';
+const DATE =
+  `[0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ${D31} | ("0" [469] | "11") "-" ${D30} | ` +
   `"02-" ${D28}) | ${LEAP} "-02-29"`;
 const TIME = '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ' +
   '("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])';

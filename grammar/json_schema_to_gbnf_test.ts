@@ -37,7 +37,11 @@ function check(schema: Record<string, unknown>, yes: string[], no: string[]): vo
 }
 
 Deno.test("json schema: primitive types and type arrays", () => {
-  check({ type: "string" }, ['""', '"a b"', '"\\u00e9\\n\\"\\\\"', '"中文"'], ['"a', "1", '"\\uD800"']);
+  check({ type: "string" }, ['""', '"a b"', '"\\u00e9\\n\\"\\\\"', '"中文"'], [
+    '"a',
+    "1",
+    '"\\uD800"',
+  ]);
   check({ type: "number" }, ["0", "-1.5", "2e10", "3.25E-2"], ["01", "1.", ".5", "+1", '"1"']);
   check({ type: "integer" }, ["0", "-12", "99"], ["1.5", "-0.0", "1e2"]);
   check({ type: "boolean" }, ["true", "false"], ["1", "null"]);
@@ -54,7 +58,7 @@ Deno.test("json schema: objects (properties, required, additionalProperties), ne
     '{"a": 1, "b": "x"}',
     '{"a": 1, "b": "x", "c": true}',
     '{ "b" : "x" ,\n  "c": false }',
-  ], ['{}', '{"a": 1}', '{"b": "x", "a": 1}', '{"b": "x", "d": 1}', '{"b": "x",}']);
+  ], ["{}", '{"a": 1}', '{"b": "x", "a": 1}', '{"b": "x", "d": 1}', '{"b": "x",}']);
   // Absent additionalProperties with properties: none written (still valid under the schema).
   check({ type: "object", properties: props, additionalProperties: false }, ["{}", '{"c": true}'], [
     '{"z": 1}',
@@ -64,16 +68,26 @@ Deno.test("json schema: objects (properties, required, additionalProperties), ne
     '{"zz": {"q": null}}',
   ], ['{"a": "no"}', '{"z": 1, "a": 1}']);
   check(
-    { type: "object", properties: { id: { type: "integer" } }, additionalProperties: { type: "string" } },
+    {
+      type: "object",
+      properties: { id: { type: "integer" } },
+      additionalProperties: { type: "string" },
+    },
     ['{"id": 1, "x": "s", "y": "t"}', '{"k": "v"}'],
     ['{"x": 1}', '{"id": "s"}', '{"i": 2, "id": 1}'],
   );
   check({ type: "object" }, ['{"any": {"thing": [true]}}', "{}"], ["[]"]);
-  check({
-    type: "object",
-    properties: { user: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } },
-    required: ["user"],
-  }, ['{"user": {"n": 3}}'], ['{"user": {}}']);
+  check(
+    {
+      type: "object",
+      properties: {
+        user: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
+      },
+      required: ["user"],
+    },
+    ['{"user": {"n": 3}}'],
+    ['{"user": {}}'],
+  );
   // Whitespace is bounded: at most a line break and 20 spaces or tabs between tokens.
   const m = matcherOf({ type: "object" });
   assert.ok(accepts(m, "{\n" + " ".repeat(20) + "}"));
@@ -89,7 +103,10 @@ Deno.test("json schema: json_object accepts any object, nesting bounded", () => 
 });
 
 Deno.test("json schema: enum, const, arrays with items/minItems/maxItems", () => {
-  check({ enum: ["red", 7, null, { a: [1] }] }, ['"red"', "7", "null", '{"a":[1]}'], ['"blue"', "8"]);
+  check({ enum: ["red", 7, null, { a: [1] }] }, ['"red"', "7", "null", '{"a":[1]}'], [
+    '"blue"',
+    "8",
+  ]);
   check({ const: "fixed" }, ['"fixed"'], ['"other"']);
   check({ type: "array", items: { type: "integer" }, minItems: 1, maxItems: 3 }, [
     "[1]",
@@ -109,7 +126,10 @@ Deno.test("json schema: anyOf, oneOf, $ref to $defs/definitions/#, recursion", (
     $defs: {
       node: {
         type: "object",
-        properties: { v: { type: "integer" }, kids: { type: "array", items: { $ref: "#/$defs/node" } } },
+        properties: {
+          v: { type: "integer" },
+          kids: { type: "array", items: { $ref: "#/$defs/node" } },
+        },
         required: ["v"],
       },
     },
@@ -123,17 +143,25 @@ Deno.test("json schema: anyOf, oneOf, $ref to $defs/definitions/#, recursion", (
   };
   check(list, ['{"v": 1, "next": {"v": 2, "next": null}}'], ['{"v": 1, "next": 2}']);
   check(
-    { definitions: { s: { type: "string", maxLength: 1 } }, type: "array", items: { $ref: "#/definitions/s" } },
+    {
+      definitions: { s: { type: "string", maxLength: 1 } },
+      type: "array",
+      items: { $ref: "#/definitions/s" },
+    },
     ['["a", "b"]'],
     ['["ab"]'],
   );
 });
 
 Deno.test("json schema: string minLength/maxLength (characters, escapes count as one)", () => {
-  check({ type: "string", minLength: 2, maxLength: 3 }, ['"ab"', '"abc"', '"\\n\\u00e9"', '"中文"'], [
-    '"a"',
-    '"abcd"',
-  ]);
+  check(
+    { type: "string", minLength: 2, maxLength: 3 },
+    ['"ab"', '"abc"', '"\\n\\u00e9"', '"中文"'],
+    [
+      '"a"',
+      '"abcd"',
+    ],
+  );
 });
 
 Deno.test("json schema: formats date, time, date-time, uuid agree with ajv-formats", () => {
@@ -147,7 +175,9 @@ Deno.test("json schema: formats date, time, date-time, uuid agree with ajv-forma
     '"24:00:00Z"',
     '"12:00:00"',
   ]);
-  check({ type: "string", format: "date-time" }, ['"2024-01-02T03:04:05Z"'], ['"2024-01-02 03:04:05Z"']);
+  check({ type: "string", format: "date-time" }, ['"2024-01-02T03:04:05Z"'], [
+    '"2024-01-02 03:04:05Z"',
+  ]);
   check({ type: "string", format: "uuid" }, ['"123e4567-e89b-12d3-a456-426614174000"'], [
     '"123e4567e89b12d3a456426614174000"',
   ]);
@@ -160,7 +190,9 @@ Deno.test("json schema: formats date, time, date-time, uuid agree with ajv-forma
       fc.integer({ min: 0, max: 13 }),
       fc.integer({ min: 0, max: 32 }),
       (y, mo, d) => {
-        const s = `${String(y).padStart(4, "0")}-${String(mo).padStart(2, "0")}-${String(d).padStart(2, "0")}`;
+        const s = `${String(y).padStart(4, "0")}-${String(mo).padStart(2, "0")}-${
+          String(d).padStart(2, "0")
+        }`;
         return accepts(m, JSON.stringify(s)) === validate(s);
       },
     ),
@@ -169,7 +201,14 @@ Deno.test("json schema: formats date, time, date-time, uuid agree with ajv-forma
 });
 
 Deno.test("json schema: pattern subset agrees with RegExp (u flag), escapes in JSON strings", () => {
-  const patterns = ["^[A-Z]{2}-\\d{3}$", "^(ab|c)+x?$", "^a.b$", "c[^a]d", "^\\w+@\\w+\\.com$", '^"\\\\?$'];
+  const patterns = [
+    "^[A-Z]{2}-\\d{3}$",
+    "^(ab|c)+x?$",
+    "^a.b$",
+    "c[^a]d",
+    "^\\w+@\\w+\\.com$",
+    '^"\\\\?$',
+  ];
   for (const p of patterns) {
     const m = matcherOf({ type: "string", pattern: p });
     const re = new RegExp(p, "u");
@@ -251,7 +290,9 @@ Deno.test("property: number bounds are exact, fractions included", () => {
           const value = Number(text);
           const got = accepts(m, text);
           // "-0.0" is refused even where 0 is valid (negative zeros are never written).
-          if (Object.is(value, -0) ? got && !validate(value) : got !== validate(value)) return false;
+          if (Object.is(value, -0) ? got && !validate(value) : got !== validate(value)) {
+            return false;
+          }
         }
       }
       return true;
@@ -263,7 +304,11 @@ Deno.test("property: number bounds are exact, fractions included", () => {
 Deno.test("json schema: refusals name the keyword and its JSON pointer", () => {
   const cases: [unknown, string, string][] = [
     [{ type: "object", patternProperties: {} }, "patternProperties", ""],
-    [{ properties: { a: { type: "string", contentEncoding: "base64" } } }, "contentEncoding", "/properties/a"],
+    [
+      { properties: { a: { type: "string", contentEncoding: "base64" } } },
+      "contentEncoding",
+      "/properties/a",
+    ],
     [{ type: "array", items: { uniqueItems: true } }, "uniqueItems", "/items"],
     [{ allOf: [] }, "allOf", ""],
     [{ not: {} }, "not", ""],

@@ -41,6 +41,7 @@ export {
   MatchState,
   MAX_STACK_DEPTH,
   MAX_STACKS,
+  StackNode,
 } from "./grammar_matcher.ts";
 export { ANY_JSON_DEPTH, jsonObjectGbnf, jsonSchemaToGbnf } from "./json_schema_to_gbnf.ts";
 export {

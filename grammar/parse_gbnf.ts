@@ -209,7 +209,9 @@ class Parser {
   }
 
   alternatives(depth: number): GbnfExpr {
-    if (depth > this.#limits.maxDepth) this.fail(`groups nested deeper than ${this.#limits.maxDepth}`);
+    if (depth > this.#limits.maxDepth) {
+      this.fail(`groups nested deeper than ${this.#limits.maxDepth}`);
+    }
     const alts = [this.sequence(depth)];
     while (this.#i < this.#s.length && this.#s[this.#i] === "|") {
       this.#i++;

@@ -42,11 +42,17 @@ export interface ConstraintTokenizer {
  * `tokens[tokStart[n] .. tokStart[n + 1])`. Built once per tokenizer.
  */
 export class TokenTrie {
+  /** Number of token ids. */
   readonly vocabSize: number;
+  /** Per node, where its children start in `childByte`/`childNode` (one extra entry at the end). */
   readonly childStart: Int32Array;
+  /** Each child's byte. */
   readonly childByte: Uint8Array;
+  /** Each child's node. */
   readonly childNode: Int32Array;
+  /** Per node, where the tokens ending at it start in `tokens` (one extra entry at the end). */
   readonly tokStart: Int32Array;
+  /** Token ids, grouped by the node they end at. */
   readonly tokens: Int32Array;
   /** The bytes of each token (empty for control and empty tokens). */
   readonly bytes: readonly Uint8Array[];
@@ -56,6 +62,8 @@ export class TokenTrie {
   readonly isEog: Uint8Array;
 
   /**
+   * Builds the trie of a tokenizer's vocabulary (control tokens and empty tokens left out).
+   *
    * @param t The tokenizer.
    *
    * @example
@@ -195,6 +203,13 @@ export class TokenConstraint {
   readonly #cached: MatchState[] = [];
 
   /**
+   * Prepares a grammar for a vocabulary (the trie is shared per tokenizer).
+   *
+   * @example
+   * ```ts ignore
+   * const c = new TokenConstraint(compileGrammar('root ::= "x"'), tokenizer);
+   * ```
+   *
    * @param program The compiled grammar.
    * @param tokenizer The vocabulary.
    * @throws {GrammarError} If the grammar's start state is too ambiguous.
@@ -246,7 +261,7 @@ export class TokenConstraint {
     const trie = this.trie;
     const rt = this.runtime;
     const mask = new Uint8Array(trie.vocabSize);
-    if (s.accepting) for (const id of trie.eog) mask[id] = 1;
+    if (s.accepting) { for (const id of trie.eog) mask[id] = 1; }
     const { childStart, childByte, childNode, tokStart, tokens } = trie;
     // Depth-first over the trie, carrying the matcher state of each node's path.
     const nodeStack: number[] = [0];

@@ -84,7 +84,10 @@ Deno.test({
       kind: "json_schema" as const,
       schema: {
         type: "object",
-        properties: { name: { type: "string", maxLength: 8 }, n: { type: "integer", minimum: -5, maximum: 300 } },
+        properties: {
+          name: { type: "string", maxLength: 8 },
+          n: { type: "integer", minimum: -5, maximum: 300 },
+        },
         required: ["name", "n"],
       },
     };

@@ -25,9 +25,9 @@ export type { BatchEngineOptions, BatchEngineStats } from "./batch_engine.ts";
 export type {
   GeneratedToken,
   GenerateOptions,
-  GenerationModel,
   GenerationConstraint,
   GenerationConstraintMatcher,
+  GenerationModel,
   GenerationSampler,
   GenerationStats,
   GenerationTokenizer,

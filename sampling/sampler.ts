@@ -660,7 +660,9 @@ export class Sampler {
     const none = "Sampler.sampleConstrained: the constraint allows no token that is possible";
     if (this.#temperature === 0) {
       const best = argmax(w, null);
-      if (best < 0) throw new RangeError("Sampler.sampleConstrained: every token is masked or banned");
+      if (best < 0) {
+        throw new RangeError("Sampler.sampleConstrained: every token is masked or banned");
+      }
       if (constraint.allows(best)) return best;
       const allowed = argmax(w, constraint.mask());
       if (allowed < 0) throw new RangeError(none);

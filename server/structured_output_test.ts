@@ -24,7 +24,8 @@ const ajv = new Ajv({ strict: false });
 addFormats(ajv);
 
 Deno.test({
-  name: "structured outputs: 23 JSON Schemas x 3 seeds at temperature 0.8, every output validates (ajv)",
+  name:
+    "structured outputs: 23 JSON Schemas x 3 seeds at temperature 0.8, every output validates (ajv)",
   ignore: !present,
   sanitizeResources: false,
   async fn() {
@@ -40,7 +41,10 @@ Deno.test({
             temperature: 0.8,
             seed,
             max_tokens: 200,
-            response_format: { type: "json_schema", json_schema: { name: "t", schema, strict: true } },
+            response_format: {
+              type: "json_schema",
+              json_schema: { name: "t", schema, strict: true },
+            },
           });
           const text = r.choices[0].message.content ?? "";
           const finish = r.choices[0].finish_reason;
@@ -120,12 +124,15 @@ var ::= [a-c]
 num ::= "0" | [1-9] [0-9]{0,2}
 `,
     check: (s) =>
-      /^(([a-c]) = ((0|[1-9][0-9]{0,2})|[a-c]( \+ (0|[1-9][0-9]{0,2}))?)\n){1,3}print [a-c]$/.test(s),
+      /^(([a-c]) = ((0|[1-9][0-9]{0,2})|[a-c]( \+ (0|[1-9][0-9]{0,2}))?)\n){1,3}print [a-c]$/.test(
+        s,
+      ),
   },
 ];
 
 Deno.test({
-  name: "structured outputs: GBNF grammars (llama-server's grammar field) only produce accepted strings",
+  name:
+    "structured outputs: GBNF grammars (llama-server's grammar field) only produce accepted strings",
   ignore: !present,
   sanitizeResources: false,
   async fn() {
@@ -144,7 +151,10 @@ Deno.test({
           const text: string = body.choices[0].text;
           assert.equal(body.choices[0].finish_reason, "stop", `${g.name}: ${text}`);
           const m = GrammarMatcher.fromGbnf(g.gbnf);
-          assert.ok(m.advance(new TextEncoder().encode(text)) && m.isAccepting(), `${g.name}: ${text}`);
+          assert.ok(
+            m.advance(new TextEncoder().encode(text)) && m.isAccepting(),
+            `${g.name}: ${text}`,
+          );
           assert.ok(g.check(text), `${g.name} (independent check): ${JSON.stringify(text)}`);
         }
       }
@@ -169,11 +179,16 @@ Deno.test({
           /patternProperties/,
         ],
         [
-          { response_format: { type: "json_schema", json_schema: { schema: { properties: { a: { type: "string", pattern: "(?=a)a" } } } } } },
+          {
+            response_format: {
+              type: "json_schema",
+              json_schema: { schema: { properties: { a: { type: "string", pattern: "(?=a)a" } } } },
+            },
+          },
           /pattern.*lookahead|lookahead.*pattern/,
         ],
         [{ json_schema: { type: "array", uniqueItems: true } }, /uniqueItems/],
-        [{ grammar: 'root ::= item\n' }, /undefined rule 'item'/],
+        [{ grammar: "root ::= item\n" }, /undefined rule 'item'/],
         [{ grammar: 'root ::= root "a" | "b"' }, /left-recursive/],
         [{ response_format: { type: "xml" } }, /response_format.type/],
       ];
@@ -193,7 +208,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "structured outputs: continuous batching (--parallel 2) holds each sequence to its own schema",
+  name:
+    "structured outputs: continuous batching (--parallel 2) holds each sequence to its own schema",
   ignore: !present,
   sanitizeResources: false,
   async fn() {
@@ -209,12 +225,20 @@ Deno.test({
           max_tokens: 200,
           response_format: { type: "json_schema", json_schema: { name: "t", schema } },
         });
-        return { name, schema, text: r.choices[0].message.content ?? "", finish: r.choices[0].finish_reason };
+        return {
+          name,
+          schema,
+          text: r.choices[0].message.content ?? "",
+          finish: r.choices[0].finish_reason,
+        };
       });
       for (const { name, schema, text, finish } of await Promise.all(runs)) {
         assert.equal(finish, "stop", `${name}: ${text}`);
         const validate = ajv.compile(schema);
-        assert.ok(validate(JSON.parse(text)), `${name}: ${ajv.errorsText(validate.errors)}: ${text}`);
+        assert.ok(
+          validate(JSON.parse(text)),
+          `${name}: ${ajv.errorsText(validate.errors)}: ${text}`,
+        );
       }
       // json_object, streamed, on /v1/completions too.
       const params = {

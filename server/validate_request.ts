@@ -318,11 +318,16 @@ function constraintOf(
           "response_format.json_schema.schema",
         );
       }
-      return { kind: "json_schema", schema: schemaValue(js.schema, "response_format.json_schema.schema") };
+      return {
+        kind: "json_schema",
+        schema: schemaValue(js.schema, "response_format.json_schema.schema"),
+      };
     }
     default:
       throw bad(
-        `response_format.type must be text, json_object or json_schema, got ${JSON.stringify(type)}`,
+        `response_format.type must be text, json_object or json_schema, got ${
+          JSON.stringify(type)
+        }`,
         "response_format.type",
       );
   }
