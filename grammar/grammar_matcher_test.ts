@@ -159,3 +159,58 @@ Deno.test("property: regular grammars agree with RegExp on random strings", () =
     );
   }
 });
+
+Deno.test("property: hostile grammar text is a GrammarError or a grammar, and matching it stays bounded", () => {
+  const piece = fc.constantFrom(
+    "root ::= ",
+    "x ::= ",
+    "\n",
+    " ",
+    '"a"',
+    '"\\x41"',
+    "[a-c]",
+    "[^b]",
+    ".",
+    "(",
+    ")",
+    "|",
+    "*",
+    "+",
+    "?",
+    "{2}",
+    "{1,3}",
+    "{0,}",
+    "x",
+    "root",
+    "# c\n",
+    '"',
+    "[",
+    "\\",
+    "::=",
+    "{",
+    "}",
+  );
+  fc.assert(
+    fc.property(
+      fc.array(piece, { maxLength: 24 }),
+      fc.uint8Array({ maxLength: 16 }),
+      (parts, bytes) => {
+        const text = parts.join("");
+        let m: GrammarMatcher;
+        try {
+          m = GrammarMatcher.fromGbnf(text);
+        } catch (e) {
+          return e instanceof GrammarError;
+        }
+        try {
+          for (const b of bytes) m.advance(new Uint8Array([b]));
+          m.advance(enc.encode("aaab"));
+        } catch (e) {
+          return e instanceof GrammarError && /too ambiguous/.test(e.message);
+        }
+        return typeof m.isAccepting() === "boolean";
+      },
+    ),
+    { seed: 99, numRuns: 3000 },
+  );
+});

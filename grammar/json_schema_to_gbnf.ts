@@ -64,6 +64,8 @@ const MAX_RULES = 2000;
 const MAX_COUNT = 1000;
 /** Most `enum` values, properties per object, `anyOf` branches. */
 const MAX_LIST = 1000;
+/** Longest property name. */
+const MAX_NAME = 1024;
 /** Depth of free-form JSON values (`json_object`, `{}`). */
 export const ANY_JSON_DEPTH = 16;
 
@@ -359,6 +361,11 @@ class Compiler {
     const names = Object.keys(props);
     if (names.length > MAX_LIST) {
       throw new SchemaError("more than 1000 entries in", "properties", path);
+    }
+    for (const n of names) {
+      if (n.length > MAX_NAME) {
+        throw new SchemaError(`a name longer than ${MAX_NAME} characters in`, "properties", path);
+      }
     }
     const required = s.required ?? [];
     if (!Array.isArray(required) || required.some((r) => typeof r !== "string")) {

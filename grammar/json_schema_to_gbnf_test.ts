@@ -301,6 +301,13 @@ Deno.test("property: number bounds are exact, fractions included", () => {
   );
 });
 
+/** An array schema nested `n` deep. */
+function nest(n: number): unknown {
+  let s: unknown = { type: "integer" };
+  for (let i = 0; i < n; i++) s = { type: "array", items: s };
+  return s;
+}
+
 Deno.test("json schema: refusals name the keyword and its JSON pointer", () => {
   const cases: [unknown, string, string][] = [
     [{ type: "object", patternProperties: {} }, "patternProperties", ""],
@@ -325,6 +332,9 @@ Deno.test("json schema: refusals name the keyword and its JSON pointer", () => {
     [{ type: "string", maxLength: 100000 }, "maxLength", ""],
     [{ anyOf: [{ type: "string" }], type: "string" }, "type", ""],
     [{ properties: { "a/b": { if: {} } } }, "if", "/properties/a~1b"],
+    [{ properties: { ["k".repeat(2000)]: {} } }, "properties", ""],
+    [{ enum: Array.from({ length: 1001 }, (_, i) => i) }, "enum", ""],
+    [nest(80), "schema", "/items".repeat(65)],
   ];
   for (const [schema, keyword, path] of cases) {
     assert.throws(() => jsonSchemaToGbnf(schema), (e: unknown) => {
