@@ -73,8 +73,15 @@ export class MatchState {
   readonly accepting: boolean;
   /** More input can follow. */
   readonly canContinue: boolean;
+  /** The state the character in progress started from (this state when `need` is 0). */
+  readonly base: MatchState;
   /** Byte transitions (memo): undefined unknown, null no match. */
   trans: (MatchState | null | undefined)[] | undefined;
+  /**
+   * Transitions by whole non-ASCII characters (memo, full states only), keyed by the bit set of
+   * the stacks the character matches (or -1 - code point for states of more than 30 stacks).
+   */
+  chars: Map<number, MatchState | null> | undefined;
   /** Opaque per-state memo for the token masker. */
   mask: Uint8Array | undefined;
   /** @internal */
@@ -85,8 +92,11 @@ export class MatchState {
     need: number,
     len: number,
     accept: StackNode,
+    base?: MatchState,
   ) {
     this.id = id;
+    this.base = base ?? this;
+    this.chars = undefined;
     this.nodes = nodes;
     this.acc = acc;
     this.need = need;
@@ -214,7 +224,7 @@ export class GrammarRuntime {
     if (nodes.length === 0) return null;
     if (nodes.length > MAX_STACKS) this.#tooMany();
     nodes.sort((a, b) => a.id - b.id);
-    let key = need === 0 ? "" : `${acc}/${need}/${len}:`;
+    let key = "";
     for (const n of nodes) key += n.id + ",";
     let s = this.#states.get(key);
     if (s === undefined) {
@@ -245,6 +255,65 @@ export class GrammarRuntime {
       for (let i = 0; i < r.length; i += 2) if (r[i] <= hi && r[i + 1] >= lo) return true;
     }
     return false;
+  }
+
+  /** A state in the middle of a character begun at full state `base`. */
+  #partial(base: MatchState, acc: number, need: number, len: number): MatchState {
+    const key = `${base.id}/${acc}/${need}/${len}`;
+    let s = this.#states.get(key);
+    if (s === undefined) {
+      if (this.#states.size >= MAX_STATES) this.#states = new Map();
+      s = new MatchState(this.#stateIds++, base.nodes, acc, need, len, this.accept, base);
+      this.#states.set(key, s);
+    }
+    return s;
+  }
+
+  /**
+   * The full state after the whole character `cp` from full state `s` (memoized), or null.
+   *
+   * @example
+   * ```ts
+   * import { compileGrammar, GrammarRuntime } from "./mod.ts";
+   * const rt = new GrammarRuntime(compileGrammar('root ::= [à-ÿ]'));
+   * console.log(rt.charStep(rt.start, 0xe9)!.accepting); // true
+   * ```
+   */
+  charStep(s: MatchState, cp: number): MatchState | null {
+    if (cp < 0x80) return this.step(s, cp);
+    // Keyed by which stacks match: characters that match the same stacks lead to the same
+    // state (most characters of a string body, say), so the work is done once per set.
+    const nodes = s.nodes;
+    let key: number;
+    if (nodes.length <= 30) {
+      key = 0;
+      for (let i = 0; i < nodes.length; i++) if (this.#matches(nodes[i], cp)) key |= 1 << i;
+      if (key === 0) return null;
+    } else key = -1 - cp;
+    let m = s.chars;
+    if (m === undefined) m = s.chars = new Map();
+    const memo = m.get(key);
+    if (memo !== undefined) return memo;
+    const next = this.#char(s, cp);
+    m.set(key, next);
+    return next;
+  }
+
+  /**
+   * Whether some character the state's stacks allow starts with the bytes of a partial one
+   * (`acc`: its bits so far, `need` bytes to come, `len` bytes in all).
+   *
+   * @example
+   * ```ts
+   * import { compileGrammar, GrammarRuntime } from "./mod.ts";
+   * const rt = new GrammarRuntime(compileGrammar('root ::= "é"'));
+   * console.log(rt.partialOk(rt.start, 0x03, 1, 2), rt.partialOk(rt.start, 0x04, 1, 2)); // true false
+   * ```
+   */
+  partialOk(s: MatchState, acc: number, need: number, len: number): boolean {
+    const lo = Math.max(acc * (1 << (6 * need)), MIN_CP[len]);
+    const hi = Math.min(acc * (1 << (6 * need)) + (1 << (6 * need)) - 1, 0x10ffff);
+    return lo <= hi && this.#overlaps(s.nodes, lo, hi);
   }
 
   #char(s: MatchState, cp: number): MatchState | null {
@@ -294,13 +363,11 @@ export class GrammarRuntime {
       len = s.len;
       if (need === 0) {
         if (acc < MIN_CP[len] || acc > 0x10ffff || (acc >= 0xd800 && acc <= 0xdfff)) return null;
-        return this.#char(s, acc);
+        return this.charStep(s.base, acc);
       }
     }
-    const lo = Math.max(acc * (1 << (6 * need)), MIN_CP[len]);
-    const hi = Math.min(acc * (1 << (6 * need)) + (1 << (6 * need)) - 1, 0x10ffff);
-    if (lo > hi || !this.#overlaps(s.nodes, lo, hi)) return null;
-    return this.#state(s.nodes.slice(), acc, need, len);
+    if (!this.partialOk(s, acc, need, len)) return null;
+    return this.#partial(s.base, acc, need, len);
   }
 }
 

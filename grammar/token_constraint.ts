@@ -98,7 +98,10 @@ export class TokenTrie {
     }
     this.bytes = bytes;
     this.eog = Int32Array.from(eog);
-    order.sort((a, b) => cmpBytes(bytes[a], bytes[b]));
+    // Sorted by byte strings: as one-byte-per-unit strings, whose order is the bytes' order.
+    const keys = new Array<string>(n);
+    for (const id of order) keys[id] = String.fromCharCode(...bytes[id]);
+    order.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : 0));
     // Nodes in depth-first order from the sorted strings: each string adds the nodes past its
     // common prefix with the previous one.
     const parent: number[] = [-1];
@@ -143,12 +146,6 @@ export class TokenTrie {
   }
 }
 
-function cmpBytes(a: Uint8Array, b: Uint8Array): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return a.length - b.length;
-}
-
 const tries = new WeakMap<ConstraintTokenizer, TokenTrie>();
 
 /**
@@ -169,6 +166,8 @@ export function tokenTrie(t: ConstraintTokenizer): TokenTrie {
   }
   return trie;
 }
+
+const MIN_CP = [0, 0, 0x80, 0x800, 0x10000];
 
 /** Masks kept memoized per constraint (each is vocabSize bytes). */
 const MAX_CACHED_MASKS = 64;
@@ -263,21 +262,57 @@ export class TokenConstraint {
     const mask = new Uint8Array(trie.vocabSize);
     if (s.accepting) { for (const id of trie.eog) mask[id] = 1; }
     const { childStart, childByte, childNode, tokStart, tokens } = trie;
-    // Depth-first over the trie, carrying the matcher state of each node's path.
+    // Depth-first over the trie, carrying the matcher state of each node's path: a full state,
+    // and within a character its bits so far, packed as acc * 64 + need * 8 + len (light: no
+    // state objects for the many partial characters of a large vocabulary).
     const nodeStack: number[] = [0];
-    const stateStack: MatchState[] = [s];
+    const stateStack: MatchState[] = [s.base];
+    const partStack: number[] = [s.need === 0 ? 0 : s.acc * 64 + s.need * 8 + s.len];
     while (nodeStack.length > 0) {
       const node = nodeStack.pop()!;
       const st = stateStack.pop()!;
+      const part = partStack.pop()!;
       const end = childStart[node + 1];
+      let trans = st.trans;
       for (let c = childStart[node]; c < end; c++) {
-        const next = rt.step(st, childByte[c]);
+        const b = childByte[c];
+        let next: MatchState | null | undefined = st;
+        let nextPart = 0;
+        if (part === 0) {
+          if (b < 0x80) {
+            next = trans === undefined ? undefined : trans[b];
+            if (next === undefined) {
+              next = rt.step(st, b);
+              trans = st.trans;
+            }
+          } else {
+            let acc: number, need: number, len: number;
+            if (b >= 0xc2 && b <= 0xdf) [acc, need, len] = [b & 0x1f, 1, 2];
+            else if (b >= 0xe0 && b <= 0xef) [acc, need, len] = [b & 0x0f, 2, 3];
+            else if (b >= 0xf0 && b <= 0xf4) [acc, need, len] = [b & 0x07, 3, 4];
+            else continue;
+            if (!rt.partialOk(st, acc, need, len)) continue;
+            nextPart = acc * 64 + need * 8 + len;
+          }
+        } else {
+          if ((b & 0xc0) !== 0x80) continue;
+          const len = part & 7, need = ((part >> 3) & 7) - 1;
+          const acc = (Math.floor(part / 64) << 6) | (b & 0x3f);
+          if (need === 0) {
+            if (acc < MIN_CP[len] || acc > 0x10ffff || (acc >= 0xd800 && acc <= 0xdfff)) continue;
+            next = rt.charStep(st, acc);
+          } else {
+            if (!rt.partialOk(st, acc, need, len)) continue;
+            nextPart = acc * 64 + need * 8 + len;
+          }
+        }
         if (next === null) continue;
         const child = childNode[c];
         for (let k = tokStart[child], e = tokStart[child + 1]; k < e; k++) mask[tokens[k]] = 1;
         if (childStart[child + 1] > childStart[child]) {
           nodeStack.push(child);
           stateStack.push(next);
+          partStack.push(nextPart);
         }
       }
     }
