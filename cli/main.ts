@@ -23,13 +23,7 @@ import {
   UsageError,
 } from "./generate.ts";
 import { runChat } from "./chat.ts";
-import {
-  compileGrammar,
-  type ConstraintSpec,
-  GrammarError,
-  SchemaError,
-  specToGbnf,
-} from "../grammar/mod.ts";
+import { constraintArg } from "./constraint_arg.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
 import { runAnalyze } from "./analyze.ts";
@@ -585,45 +579,6 @@ export async function main(args: string[]): Promise<number> {
   } catch (error) {
     return fail(error, command);
   }
-}
-
-/**
- * `--json-schema FILE` / `--grammar FILE` as a constraint spec, checked now (a refused schema
- * keyword or a bad grammar is a usage error naming it).
- */
-async function constraintArg(
-  schemaFile: string | undefined,
-  grammarFile: string | undefined,
-): Promise<ConstraintSpec | undefined> {
-  if (schemaFile !== undefined && grammarFile !== undefined) {
-    throw new UsageError("give --json-schema or --grammar, not both");
-  }
-  let spec: ConstraintSpec;
-  if (schemaFile !== undefined) {
-    const text = await Deno.readTextFile(schemaFile);
-    let schema: unknown;
-    try {
-      schema = JSON.parse(text);
-    } catch (e) {
-      throw new UsageError(`--json-schema ${schemaFile}: not JSON: ${(e as Error).message}`);
-    }
-    spec = { kind: "json_schema", schema };
-  } else if (grammarFile !== undefined) {
-    spec = { kind: "gbnf", grammar: await Deno.readTextFile(grammarFile) };
-  } else return undefined;
-  try {
-    compileGrammar(specToGbnf(spec));
-  } catch (e) {
-    if (e instanceof SchemaError || e instanceof GrammarError) {
-      throw new UsageError(
-        `${schemaFile !== undefined ? "--json-schema" : "--grammar"} ${
-          schemaFile ?? grammarFile
-        }: ${e.message}`,
-      );
-    }
-    throw e;
-  }
-  return spec;
 }
 
 if (import.meta.main) {

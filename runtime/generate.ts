@@ -11,6 +11,9 @@ import type { Transformer } from "../model/mod.ts";
 import { StopMatcher } from "../sampling/mod.ts";
 import { type MemoryUsage, memoryUsage } from "./memory_usage.ts";
 import type { PromptCache } from "./prompt_cache.ts";
+import type { GenerationConstraint, GenerationConstraintMatcher } from "./generation_constraint.ts";
+
+export type { GenerationConstraint, GenerationConstraintMatcher };
 import {
   checkSpeculation,
   DraftLength,
@@ -60,47 +63,6 @@ export interface GenerationSampler {
   sampleConstrained?(logits: Float32Array, constraint: GenerationConstraintMatcher): number;
   /** Records a token (prompt or generated) for penalties. */
   accept(id: number): void;
-}
-
-/**
- * One generation's position in an output constraint (grammar/mod.ts's `TokenMatcher`).
- *
- * @example
- * ```ts
- * import type { GenerationConstraintMatcher } from "./generate.ts";
- * function done(m: GenerationConstraintMatcher): boolean {
- *   return m.isAccepting() && !m.canContinue();
- * }
- * ```
- */
-export interface GenerationConstraintMatcher {
-  /** Token `id` may come next (end-of-generation tokens only where the output is complete). */
-  allows(id: number): boolean;
-  /** 1 for every token that may come next (length: the vocabulary's; not to be modified). */
-  mask(): Uint8Array;
-  /** Takes token `id` (throws if it is not allowed). */
-  accept(id: number): void;
-  /** The output so far is complete. */
-  isAccepting(): boolean;
-  /** More output can follow. */
-  canContinue(): boolean;
-}
-
-/**
- * An output constraint compiled for the model's tokenizer (grammar/mod.ts's
- * `TokenConstraint`, from `compileConstraint`): a fresh matcher per generation.
- *
- * @example
- * ```ts ignore
- * import { compileConstraint } from "../grammar/mod.ts";
- * const constraint: GenerationConstraint = compileConstraint({ kind: "json_object" }, tokenizer);
- * ```
- */
-export interface GenerationConstraint {
-  /** Number of token ids it was compiled for. */
-  readonly vocabSize: number;
-  /** A matcher at the start of the output. */
-  matcher(): GenerationConstraintMatcher;
 }
 
 /**

@@ -6,12 +6,7 @@
  * @module
  */
 
-import {
-  compileConstraint,
-  GrammarError,
-  SchemaError,
-  type TokenConstraint,
-} from "../grammar/mod.ts";
+import { compileRequestConstraint } from "./request_constraint.ts";
 import { renderChat } from "../chat/mod.ts";
 import { ChatTemplateError } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -202,31 +197,6 @@ function budget(
   return r.maxTokens ?? room;
 }
 
-/**
- * The request's output constraint compiled against the server's tokenizer (compiled
- * constraints are cached per grammar text); a refused schema keyword or a bad grammar is a 400
- * naming it.
- */
-function compileRequestConstraint(
-  state: ServerState,
-  r: SamplingRequest,
-): TokenConstraint | undefined {
-  const spec = r.constraint;
-  if (spec === undefined) return undefined;
-  const param = spec.kind === "gbnf" ? "grammar" : "response_format";
-  try {
-    return compileConstraint(spec, state.tokenizer);
-  } catch (e) {
-    if (e instanceof SchemaError || e instanceof GrammarError) {
-      throw new ApiError(400, e.message, {
-        param,
-        code: e instanceof SchemaError ? "unsupported_schema" : "invalid_grammar",
-      });
-    }
-    throw e;
-  }
-}
-
 type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array;
 type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
 
@@ -241,7 +211,7 @@ async function complete(
   whole: (result: GenerationResult) => unknown,
   stream: { start: Uint8Array[]; emit: Emit; finish: Finish },
 ): Promise<Response> {
-  const constraint = compileRequestConstraint(state, r);
+  const constraint = compileRequestConstraint(state.tokenizer, r);
   const abort = new AbortController();
   const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
   request.signal.addEventListener("abort", onGone, { once: true });
