@@ -309,8 +309,12 @@ function constraintOf(
       if (js.description !== undefined) {
         text(js.description, "response_format.json_schema.description", limits.maxTextLength);
       }
-      if (js.strict !== undefined && js.strict !== null) {
-        boolean(js, "strict");
+      if (js.strict !== undefined && js.strict !== null && typeof js.strict !== "boolean") {
+        throw bad(
+          `response_format.json_schema.strict must be a boolean, got ${kind(js.strict)}`,
+          "response_format.json_schema.strict",
+          "invalid_type",
+        );
       }
       if (js.schema === undefined || js.schema === null) {
         throw bad(
