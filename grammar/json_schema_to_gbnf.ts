@@ -20,6 +20,7 @@ import { cls, jsonChars, lit, PLAIN } from "./_gbnf_text.ts";
 import { intRange, MAX_FRACTION_DIGITS, MAX_INT_DIGITS, numberRange } from "./_number_range.ts";
 import { PatternError, patternToGbnf } from "./_regex.ts";
 import { SchemaError } from "./grammar_error.ts";
+import { GrammarMatcher } from "./grammar_matcher.ts";
 
 const ANNOTATIONS = new Set([
   "title",
@@ -156,15 +157,24 @@ class Compiler {
       }
       return this.ref(s.$ref, path, depth);
     }
-    if (s.const !== undefined) return this.define("const", this.literal(s.const, "const", path));
-    if (s.enum !== undefined) {
-      if (!Array.isArray(s.enum) || s.enum.length === 0 || s.enum.length > MAX_LIST) {
-        throw new SchemaError("needs a non-empty array of at most 1000 values:", "enum", path);
+    if ("const" in s || s.enum !== undefined) {
+      const key = "const" in s ? "const" : "enum";
+      let values: unknown[];
+      if (key === "const") values = [s.const];
+      else {
+        if (!Array.isArray(s.enum) || s.enum.length === 0 || s.enum.length > MAX_LIST) {
+          throw new SchemaError("needs a non-empty array of at most 1000 values:", "enum", path);
+        }
+        values = s.enum;
       }
-      return this.define(
-        "enum",
-        s.enum.map((v, i) => this.literal(v, "enum", `${path}/enum/${i}`)).join(" | "),
+      const texts = values.map((v, i) =>
+        this.literal(v, key, key === "enum" ? `${path}/enum/${i}` : path)
       );
+      const kept = this.#satisfying(s, texts, path, depth);
+      if (kept.length === 0) {
+        throw new SchemaError("no value satisfies the other keywords beside", key, path);
+      }
+      return this.define(key, kept.map((t) => lit(t)).join(" | "));
     }
     for (const key of ["anyOf", "oneOf"]) {
       const list = s[key];
@@ -470,6 +480,33 @@ class Compiler {
     return this.define("array", `"[" ${ws} ${body} "]"`);
   }
 
+  /**
+   * The value texts that also satisfy the schema's other keywords (`type`, bounds, ...): each
+   * is checked against the grammar of the schema without `enum`/`const`.
+   */
+  #satisfying(s: Obj, texts: string[], path: string, depth: number): string[] {
+    const rest: Obj = {};
+    for (const [k, v] of Object.entries(s)) {
+      if (
+        k !== "enum" && k !== "const" && !ANNOTATIONS.has(k) && k !== "$defs" && k !== "definitions"
+      ) {
+        rest[k] = v;
+      }
+    }
+    if (Object.keys(rest).length === 0) return texts;
+    const sub = new Compiler(this.root);
+    const root = sub.visit(rest, path, depth);
+    let text = `root ::= ${root}\n`;
+    for (const [name, body] of sub.rules) text += `${name} ::= ${body}\n`;
+    const m0 = GrammarMatcher.fromGbnf(text);
+    const enc = new TextEncoder();
+    return texts.filter((t) => {
+      const m = m0.clone();
+      return m.advance(enc.encode(t)) && m.isAccepting();
+    });
+  }
+
+  /** The canonical JSON text of a value. */
   literal(v: unknown, key: string, path: string): string {
     let text: string | undefined;
     try {
@@ -480,7 +517,7 @@ class Compiler {
     if (text === undefined || text.length > 65536) {
       throw new SchemaError("holds a value that is not JSON:", key, path);
     }
-    return lit(text);
+    return text;
   }
 
   ref(ref: unknown, path: string, depth: number): string {

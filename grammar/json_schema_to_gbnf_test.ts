@@ -108,6 +108,20 @@ Deno.test("json schema: enum, const, arrays with items/minItems/maxItems", () =>
     "8",
   ]);
   check({ const: "fixed" }, ['"fixed"'], ['"other"']);
+  // Values that break the schema's other keywords are left out.
+  check({ type: "string", maxLength: 2, enum: ["a", 1, "abc", null] }, ['"a"'], [
+    "1",
+    '"abc"',
+    "null",
+  ]);
+  check(
+    { type: ["integer", "null"], minimum: 0, enum: [-1, 0, 5, null, "x"] },
+    ["0", "5", "null"],
+    [
+      "-1",
+      '"x"',
+    ],
+  );
   check({ type: "array", items: { type: "integer" }, minItems: 1, maxItems: 3 }, [
     "[1]",
     "[1, 2, 3]",
@@ -329,6 +343,8 @@ Deno.test("json schema: refusals name the keyword and its JSON pointer", () => {
     [{ $ref: "#/$defs/missing" }, "$ref", ""],
     [{ type: "strange" }, "type", ""],
     [{ type: "integer", minimum: 5, maximum: 4 }, "minimum", ""],
+    [{ type: "integer", const: "x" }, "const", ""],
+    [{ type: "string", enum: [1, 2] }, "enum", ""],
     [{ type: "string", maxLength: 100000 }, "maxLength", ""],
     [{ anyOf: [{ type: "string" }], type: "string" }, "type", ""],
     [{ properties: { "a/b": { if: {} } } }, "if", "/properties/a~1b"],
