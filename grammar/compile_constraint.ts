@@ -42,12 +42,12 @@ export function specToGbnf(spec: ConstraintSpec): string {
 }
 
 /** Compiled constraints kept per tokenizer. */
-const CACHE_SIZE = 32;
+const CACHE_SIZE = 16;
 const caches = new WeakMap<ConstraintTokenizer, Map<string, TokenConstraint>>();
 
 /**
  * Compiles a spec against a tokenizer (cached: the same spec text and tokenizer give the same
- * {@link TokenConstraint}; the 32 most recently used are kept per tokenizer).
+ * {@link TokenConstraint}; the 16 most recently used are kept per tokenizer).
  *
  * @example
  * ```ts

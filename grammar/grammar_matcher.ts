@@ -15,7 +15,7 @@ export const MAX_STACKS = 1024;
 /** Deepest parse stack: deeper nesting is not followed (the matcher treats it as no match). */
 export const MAX_STACK_DEPTH = 1024;
 /** States kept memoized before the memo is restarted (bounds memory). */
-const MAX_STATES = 20_000;
+const MAX_STATES = 8_000;
 /** Stack nodes kept interned before the table is restarted. */
 const MAX_NODES = 500_000;
 
