@@ -191,6 +191,23 @@ export const SCHEMAS: { name: string; schema: Record<string, unknown> }[] = [
     },
   },
   {
+    name: "recursive $defs ref",
+    schema: {
+      $defs: {
+        t: {
+          anyOf: [{ type: "integer", minimum: 0, maximum: 9 }, {
+            type: "array",
+            items: { $ref: "#/$defs/t" },
+            maxItems: 2,
+          }],
+        },
+      },
+      type: "object",
+      properties: { tree: { $ref: "#/$defs/t" } },
+      required: ["tree"],
+    },
+  },
+  {
     name: "string lengths",
     schema: {
       type: "object",

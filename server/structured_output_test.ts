@@ -25,7 +25,7 @@ addFormats(ajv);
 
 Deno.test({
   name:
-    "structured outputs: 23 JSON Schemas x 3 seeds at temperature 0.8, every output validates (ajv)",
+    "structured outputs: 24 JSON Schemas x 3 seeds at temperature 0.8, every output validates (ajv)",
   ignore: !present,
   sanitizeResources: false,
   async fn() {
