@@ -8,7 +8,13 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { Ajv } from "ajv";
 import addFormatsImport from "ajv-formats";
-import { GrammarMatcher, jsonObjectGbnf, jsonSchemaToGbnf, SchemaError } from "./mod.ts";
+import {
+  GrammarError,
+  GrammarMatcher,
+  jsonObjectGbnf,
+  jsonSchemaToGbnf,
+  SchemaError,
+} from "./mod.ts";
 
 // deno-lint-ignore no-explicit-any
 const addFormats = addFormatsImport as unknown as (ajv: any) => void;
@@ -373,4 +379,44 @@ Deno.test("json schema: refusals name the keyword and its JSON pointer", () => {
     type: "integer",
   };
   assert.ok(accepts(matcherOf(annotated), "1"));
+});
+
+Deno.test("property: any JSON value as a schema is a grammar or a SchemaError, never a crash", () => {
+  const keyword = fc.constantFrom(
+    "type",
+    "properties",
+    "required",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "minimum",
+    "maxLength",
+    "pattern",
+    "format",
+    "$ref",
+    "$defs",
+    "additionalProperties",
+    "minItems",
+    "exclusiveMaximum",
+  );
+  const schema = fc.letrec((tie) => ({
+    node: fc.oneof(
+      { depthSize: "small" },
+      fc.jsonValue({ maxDepth: 2 }),
+      fc.dictionary(keyword, fc.oneof(tie("node"), fc.jsonValue({ maxDepth: 1 })), { maxKeys: 4 }),
+    ),
+  })).node;
+  fc.assert(
+    fc.property(schema, (s) => {
+      try {
+        const g = jsonSchemaToGbnf(s);
+        GrammarMatcher.fromGbnf(g); // compiles, or the refusal below
+        return true;
+      } catch (e) {
+        return e instanceof SchemaError || e instanceof GrammarError;
+      }
+    }),
+    { seed: 17, numRuns: 2000 },
+  );
 });
