@@ -54,6 +54,8 @@ export type { Drafter, SpeculationStats } from "./runtime/speculative.ts";
 export type { Progress } from "./runtime/mod.ts";
 export type { SamplerOptions } from "./sampling/mod.ts";
 export type { ChatMessage } from "./chat/mod.ts";
+export type { ConstraintSpec } from "./grammar/mod.ts";
+export { GrammarError, SchemaError } from "./grammar/mod.ts";
 export type {
   KvCacheType,
   ModelConfig,

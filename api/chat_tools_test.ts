@@ -72,9 +72,26 @@ Deno.test({
     const plain = await chatOf(model.chat([{ role: "user", content: "Hi" }], { maxTokens: 2 }));
     assert.equal(plain.stats.toolCalls, undefined);
 
+    // A forced call: a question that does not call for the tool still gets a call, whose
+    // arguments validate against the tool's parameters (the reply is held to them).
+    const forced = await chatOf(model.chat([{ role: "user", content: "Tell me a joke." }], {
+      tools,
+      toolChoice: { type: "function", function: { name: "get_weather" } },
+      temperature: 0.8,
+      seed: 7,
+      maxTokens: 64,
+    }));
+    assert.equal(forced.stats.toolCalls!.length, 1, forced.text);
+    assert.equal(forced.stats.toolCalls![0].function.name, "get_weather");
+    assert.equal(typeof JSON.parse(forced.stats.toolCalls![0].function.arguments).city, "string");
     await assert.rejects(
-      () => chatOf(model.chat(messages, { tools, toolChoice: "required" })),
-      /constrained generation/,
+      () =>
+        chatOf(model.chat(messages, {
+          tools,
+          toolChoice: "required",
+          constraint: { kind: "json_object" },
+        })),
+      /cannot be combined/,
     );
     await assert.rejects(
       () => chatOf(model.chat(messages, { tools: [{ ...tools[0] }, { ...tools[0] }] })),

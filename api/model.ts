@@ -11,6 +11,7 @@ import {
   chatTemplateFrom,
   templateMessages,
   type ToolCall,
+  toolCallConstraint,
   toolCallFormat,
   ToolCallParser,
   type ToolChatMessage,
@@ -33,6 +34,7 @@ import {
   type GeneratedToken,
   type GenerationStats,
 } from "../runtime/generate.ts";
+import { compileConstraint, type ConstraintSpec, type TokenConstraint } from "../grammar/mod.ts";
 import { BatchEngine } from "../runtime/batch_engine.ts";
 import type { GenerationModel } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
@@ -104,6 +106,44 @@ export interface ModelGenerateOptions extends SamplerOptions {
   draftMax?: number;
   /** The draft's stopping probability (default 0.75). */
   draftMinP?: number;
+  /**
+   * Structured output: the text is JSON that validates against this JSON Schema (the supported
+   * keywords are listed in grammar/json_schema_to_gbnf.ts; any other is refused with a
+   * `SchemaError` naming it and its JSON pointer). Generation ends when the value is complete.
+   *
+   * @example
+   * ```ts ignore
+   * const it = model.generate("A person as JSON:", {
+   *   jsonSchema: {
+   *     type: "object",
+   *     properties: { name: { type: "string", maxLength: 20 }, age: { type: "integer", minimum: 0 } },
+   *     required: ["name", "age"],
+   *   },
+   * });
+   * ```
+   */
+  jsonSchema?: unknown;
+  /**
+   * Structured output: the text matches this GBNF grammar (llama.cpp's format; the `root` rule).
+   * A bad grammar is refused with a `GrammarError` naming its line and column.
+   *
+   * @example
+   * ```ts ignore
+   * const it = model.generate("2 + 2 =", { grammar: 'root ::= " " [0-9]+' });
+   * ```
+   */
+  grammar?: string;
+  /**
+   * Structured output as the server's validators give it (`{ kind: "json_object" }` for any
+   * JSON object, or a JSON Schema or GBNF grammar). Give at most one of `jsonSchema`, `grammar`
+   * and `constraint`.
+   *
+   * @example
+   * ```ts ignore
+   * const it = model.generate("A JSON object:", { constraint: { kind: "json_object" } });
+   * ```
+   */
+  constraint?: ConstraintSpec;
 }
 
 /**
@@ -190,9 +230,9 @@ export interface ModelChatOptions extends ModelGenerateOptions {
   tools?: readonly ToolDefinition[];
   /**
    * `"auto"` (default with tools): calls are parsed when the model makes them; `"none"`: the
-   * tools are not shown and nothing is parsed. `"required"` and a named function need the
-   * output held to the call's schema, which the library cannot do yet: they are a RangeError
-   * (the server takes them: `tool_choice` there sets the generation's constraint).
+   * tools are not shown and nothing is parsed; `"required"` or a named function: the reply is
+   * a call, generated under a constraint built from the functions' parameter schemas, so its
+   * arguments always validate (not combinable with `jsonSchema`, `grammar` or `constraint`).
    */
   toolChoice?: ToolChoice;
   /** More than one call per reply (default true); when false, calls after the first are dropped. */
@@ -396,6 +436,16 @@ export class Model {
       },
     );
     if (offered === undefined) return yield* this.#run(ids, rest);
+    // A forced call (required, or a named function): the reply is held to the call's JSON
+    // (name and the function's parameter schema), so its arguments always validate.
+    if (toolChoice !== undefined && toolChoice !== "auto" && toolChoice !== "none") {
+      if (rest.jsonSchema !== undefined || rest.grammar !== undefined || rest.constraint) {
+        throw new RangeError(
+          "Model.chat: a forced toolChoice cannot be combined with a constraint",
+        );
+      }
+      rest.constraint = toolCallConstraint(offered, toolChoice);
+    }
     const parser = new ToolCallParser({
       names: new Set(offered.map((t) => t.function.name)),
       parallel: parallelToolCalls ?? true,
@@ -456,12 +506,6 @@ export class Model {
       throw new RangeError(`Model.chat: toolChoice must be none, auto, required or a function`);
     }
     if (toolChoice === "none") return undefined;
-    if (toolChoice !== undefined && toolChoice !== "auto") {
-      throw new RangeError(
-        "Model.chat: toolChoice required or a named function needs constrained generation, " +
-          "which the library does not offer yet; use auto",
-      );
-    }
     if (toolCallFormat(template) === undefined) {
       throw new RangeError(
         `Model.chat: the chat template of ${this.path} does not render tools in the ` +
@@ -565,8 +609,12 @@ export class Model {
       lookupNgram,
       draftMax = 16,
       draftMinP,
+      jsonSchema,
+      grammar,
+      constraint: spec,
       ...sampling
     } = options;
+    const constraint = this.#constraint(jsonSchema, grammar, spec);
     const speculation = draft !== undefined || lookupNgram !== undefined
       ? { drafter: this.#drafter(draft, lookupNgram, draftMinP), maxDraft: draftMax }
       : undefined;
@@ -583,6 +631,7 @@ export class Model {
         logprobs,
         cache: slot.cache,
         speculation,
+        constraint,
       });
       for (let r = await it.next();; r = await it.next()) {
         if (r.done) return r.value;
@@ -592,6 +641,21 @@ export class Model {
       if (draft !== undefined) draft.#running--;
       this.#giveBack(slot);
     }
+  }
+
+  /** The compiled output constraint of a generation (at most one of the three ways to give it). */
+  #constraint(
+    jsonSchema: unknown,
+    grammar: string | undefined,
+    spec: ConstraintSpec | undefined,
+  ): TokenConstraint | undefined {
+    const given = [jsonSchema, grammar, spec].filter((x) => x !== undefined).length;
+    if (given > 1) {
+      throw new RangeError("Model: give at most one of jsonSchema, grammar, constraint");
+    }
+    if (jsonSchema !== undefined) spec = { kind: "json_schema", schema: jsonSchema };
+    else if (grammar !== undefined) spec = { kind: "gbnf", grammar };
+    return spec === undefined ? undefined : compileConstraint(spec, this.#tokenizer);
   }
 
   /** The drafter of a generation: prompt lookup, or `draft` checked against this vocabulary. */

@@ -13,6 +13,7 @@ import { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
 import { EXIT } from "./exit_codes.ts";
 import { type ModelArgs, openSession, speculationOf } from "./generate.ts";
+import { compileConstraint, type ConstraintSpec } from "../grammar/mod.ts";
 import { denoTerminal, LineEditor, type LineEvent, readLineFromTerminal } from "./line_editor.ts";
 
 /** The chat commands, as `/help` lists them. */
@@ -183,13 +184,20 @@ function pipedInput(): ChatInput {
 
 /** `cflow chat`: an interactive conversation using the model's template. */
 export async function runChat(
-  args: ModelArgs & { maxTokens?: number; sampling: SamplerOptions; system?: string },
+  args: ModelArgs & {
+    maxTokens?: number;
+    sampling: SamplerOptions;
+    system?: string;
+    /** --json-schema / --grammar: what each answer must match. */
+    constraint?: ConstraintSpec;
+  },
 ): Promise<number> {
   const session = await openSession(args);
   const { model, tokenizer } = session;
   try {
     // One drafter for the whole chat: a draft model keeps the conversation in its cache too.
     const speculation = speculationOf(session, args.speculation);
+    const constraint = args.constraint && compileConstraint(args.constraint, tokenizer);
     const choice = chatTemplateFrom({ "tokenizer.chat_template": tokenizer.chatTemplate }, {
       override: args.template,
       model: args.model,
@@ -277,6 +285,7 @@ export async function runChat(
           signal: abort.signal,
           cache,
           speculation,
+          constraint,
         });
         while (true) {
           const r = await it.next();

@@ -214,6 +214,20 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       help: "error (default) | left: keep the end of a prompt that does not fit",
     },
     { name: "system", type: "string", arg: "S", help: "a system message" },
+    {
+      name: "json-schema",
+      type: "string",
+      arg: "FILE",
+      path: true,
+      help: "hold the output to JSON valid under this JSON Schema (unsupported keywords refused)",
+    },
+    {
+      name: "grammar",
+      type: "string",
+      arg: "FILE",
+      path: true,
+      help: "hold the output to this GBNF grammar (llama.cpp's format; its root rule)",
+    },
     { name: "file", type: "string", arg: "F", path: true, help: "the text file to score" },
     { name: "host", type: "string", arg: "H", help: "address to bind (default 127.0.0.1)" },
     { name: "port", type: "string", arg: "P", help: "port (default 8080; 0 picks a free one)" },
@@ -345,6 +359,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       ...SPECULATION,
       "stop",
       "truncate",
+      "json-schema",
+      "grammar",
       "chat-template",
       "template",
       ["json", "print one JSON object at the end: text, tokens, hash (fnv1a64), stats"],
@@ -355,6 +371,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       "cflow generate --model gemma3 --prompt Hi --seed 1 --json",
       "cflow generate -m qwen2.5-coder-1.5b --draft-model qwen2.5-coder-0.5b --chat-template --prompt 'Write quicksort in C'",
       "cflow generate --lookup-ngram 3 --chat-template --temperature 0 < edit-request.txt",
+      "cflow generate --chat-template --json-schema person.schema.json --prompt 'A person as JSON'",
     ],
   },
   {
@@ -367,7 +384,15 @@ export const COMMANDS: readonly CommandSpec[] = [
       "prompt ends the chat. Piped: one message per line, until end of input.\n" +
       "Commands: /help or /?, /clear (start over; the system message stays), /stats (the\n" +
       "last answer's tokens and speed, the context used), /bye or /exit.",
-    options: ["system", ...MODEL, ...SAMPLING, ...SPECULATION, "template"],
+    options: [
+      "system",
+      ...MODEL,
+      ...SAMPLING,
+      ...SPECULATION,
+      "template",
+      "json-schema",
+      "grammar",
+    ],
     examples: [
       'cflow chat --system "You are terse."',
       "cflow chat --model qwen2.5-coder-1.5b --temperature 0.7",

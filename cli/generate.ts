@@ -11,6 +11,7 @@ import type { KvCacheType, Transformer } from "../model/mod.ts";
 import { fnv1a64, generate, type GenerationStats } from "../runtime/generate.ts";
 import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
 import { NgramLookup } from "../runtime/ngram_lookup.ts";
+import { compileConstraint, type ConstraintSpec } from "../grammar/mod.ts";
 import type { SpeculationOptions } from "../runtime/speculative.ts";
 import { resolveModel } from "../runtime/model_store.ts";
 import { openModel } from "../runtime/open_model.ts";
@@ -242,6 +243,8 @@ export interface GenerateArgs extends ModelArgs {
   stop: string[];
   truncate: "error" | "left";
   chatTemplate: boolean;
+  /** --json-schema / --grammar: what the output must match. */
+  constraint?: ConstraintSpec;
 }
 
 /**
@@ -291,6 +294,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
         stop: args.stop,
         signal: abort.signal,
         speculation: speculationOf(session, args.speculation),
+        constraint: args.constraint && compileConstraint(args.constraint, tokenizer),
       });
       while (true) {
         const r = await it.next();

@@ -23,6 +23,7 @@ import {
   UsageError,
 } from "./generate.ts";
 import { runChat } from "./chat.ts";
+import { constraintArg } from "./constraint_arg.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
 import { runAnalyze } from "./analyze.ts";
@@ -517,11 +518,18 @@ export async function main(args: string[]): Promise<number> {
             : int(seed, "--seed", 0, 0xffffffff),
         };
         checkSampling(sampling);
+        const constraint = await constraintArg(str(p, "json-schema"), str(p, "grammar"));
         const max = str(p, "max-tokens");
         // Default: until end of text or the context is full, as llama.cpp and Ollama.
         const maxTokens = max === undefined ? undefined : int(max, "--max-tokens", 0, 1 << 20);
         if (command === "chat") {
-          return await runChat({ ...modelArgs, maxTokens, sampling, system: str(p, "system") });
+          return await runChat({
+            ...modelArgs,
+            maxTokens,
+            sampling,
+            system: str(p, "system"),
+            constraint,
+          });
         }
         let prompt = str(p, "prompt");
         if (prompt === undefined) {
@@ -539,6 +547,7 @@ export async function main(args: string[]): Promise<number> {
           stop: Array.isArray(stop) ? stop.map(String) : [],
           truncate: choice(str(p, "truncate") ?? "error", "--truncate", ["error", "left"] as const),
           chatTemplate: flag(p, "chat-template"),
+          constraint,
         });
       }
       case "pull":

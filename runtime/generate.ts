@@ -11,6 +11,9 @@ import type { Transformer } from "../model/mod.ts";
 import { StopMatcher } from "../sampling/mod.ts";
 import { type MemoryUsage, memoryUsage } from "./memory_usage.ts";
 import type { PromptCache } from "./prompt_cache.ts";
+import type { GenerationConstraint, GenerationConstraintMatcher } from "./generation_constraint.ts";
+
+export type { GenerationConstraint, GenerationConstraintMatcher };
 import {
   checkSpeculation,
   DraftLength,
@@ -53,6 +56,11 @@ export interface GenerationTokenizer {
 export interface GenerationSampler {
   /** Picks the next token from the logits. */
   sample(logits: Float32Array): number;
+  /**
+   * Picks the next token among those `constraint` allows (needed for
+   * {@link GenerateOptions.constraint}; `Sampler.sampleConstrained`).
+   */
+  sampleConstrained?(logits: Float32Array, constraint: GenerationConstraintMatcher): number;
   /** Records a token (prompt or generated) for penalties. */
   accept(id: number): void;
 }
@@ -106,7 +114,11 @@ export interface GenerationStats {
   /** Milliseconds from the first generated token to the last. */
   decodeMs?: number;
   /** Why generation stopped. */
-  stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context";
+  /**
+   * Why generation stopped; "grammar": the output is complete under the
+   * {@link GenerateOptions.constraint} and nothing more may follow.
+   */
+  stopReason: "eog" | "max_tokens" | "stop_string" | "aborted" | "context" | "grammar";
   /**
    * Memory (RSS, PSS and its file and anonymous parts, from
    * /proc/self/smaps_rollup) before the prompt, after it (and after the
@@ -178,6 +190,17 @@ export interface GenerateOptions {
    * the same, token for token, as without it (speculative.ts).
    */
   speculation?: SpeculationOptions;
+  /**
+   * Holds the output to a grammar (structured outputs): each token is drawn
+   * among those that can continue a valid output (`sampleConstrained`, the
+   * check-first strategy); end-of-generation tokens only where the output is
+   * complete; generation ends (stop reason "grammar") when the output is
+   * complete and nothing may follow. `maxTokens` may still cut it first
+   * ("max_tokens"). Works with `speculation`: each drafted token is checked
+   * against the constrained draw, so the output is the same as without it.
+   * Not with `ignoreEos`.
+   */
+  constraint?: GenerationConstraint;
 }
 
 /**
@@ -295,6 +318,19 @@ export async function* generate(
   }
   const spec = options.speculation;
   if (spec !== undefined) checkSpeculation(spec);
+  const constraint = options.constraint;
+  if (constraint !== undefined) {
+    if (sampler.sampleConstrained === undefined) {
+      throw new TypeError("generate: a constraint needs a sampler with sampleConstrained");
+    }
+    if (options.ignoreEos) throw new RangeError("generate: a constraint cannot go with ignoreEos");
+    if (constraint.vocabSize !== model.config.vocab) {
+      throw new RangeError(
+        `generate: the constraint was compiled for ${constraint.vocabSize} tokens, the model has ${model.config.vocab}`,
+      );
+    }
+  }
+  const matcher = constraint?.matcher();
   const cache = options.cache;
   if (cache !== undefined && cache.model !== model) {
     throw new RangeError("generate: the prompt cache belongs to another model instance");
@@ -354,7 +390,9 @@ export async function* generate(
       reason = "aborted";
       break;
     }
-    const id = sampler.sample(logits);
+    const id = matcher === undefined
+      ? sampler.sample(logits)
+      : sampler.sampleConstrained!(logits, matcher);
     const probs = wantLogprobs === undefined ? undefined : logprobsOf(logits, id, wantLogprobs);
     sampler.accept(id);
     generated++;
@@ -364,10 +402,15 @@ export async function* generate(
       reason = "eog";
       break;
     }
+    matcher?.accept(id);
     const { emit, stopped } = stops.push(utf8.push(tokenizer.tokenBytes(id)));
     yield probs === undefined ? { id, text: emit } : { id, text: emit, ...probs };
     if (stopped) {
       reason = "stop_string";
+      break;
+    }
+    if (matcher !== undefined && matcher.isAccepting() && !matcher.canContinue()) {
+      reason = "grammar";
       break;
     }
     if (generated >= options.maxTokens) break;

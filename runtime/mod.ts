@@ -25,6 +25,8 @@ export type { BatchEngineOptions, BatchEngineStats } from "./batch_engine.ts";
 export type {
   GeneratedToken,
   GenerateOptions,
+  GenerationConstraint,
+  GenerationConstraintMatcher,
   GenerationModel,
   GenerationSampler,
   GenerationStats,

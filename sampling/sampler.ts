@@ -420,6 +420,8 @@ export class Sampler {
   readonly #counts: Uint32Array;
   readonly #stamp: Uint32Array;
   #epoch = 0;
+  /** The worst-ranked candidate kept by the last #truncate. */
+  #last = 0;
 
   /**
    * Validates the options and allocates all scratch memory.
@@ -613,21 +615,98 @@ export class Sampler {
    */
   sample(logits: Float32Array): number {
     const w = this.#prepare("sample", logits, true);
-    const n0 = this.vocabSize;
-    const cand = this.#cand;
-
     if (this.#temperature === 0) {
-      let best = -1, max = -Infinity;
-      for (let i = 0; i < n0; i++) {
-        if (w[i] > max) {
-          max = w[i];
-          best = i;
-        }
-      }
+      const best = argmax(w, null);
       if (best < 0) throw new RangeError("Sampler.sample: every token is masked or banned");
       return best;
     }
+    const n = this.#truncate(w);
+    if (n === 0) throw new RangeError("Sampler.sample: every token is masked or banned");
+    return this.#draw(w, n);
+  }
 
+  /**
+   * The next token for `logits` under a constraint (e.g. a grammar's
+   * {@link https://github.com/ggml-org/llama.cpp | llama.cpp}-style token matcher): the
+   * check-first strategy. Draws from the candidates left by the truncations (top-k, min-p,
+   * top-p) as {@link Sampler.sample} does; if `constraint.allows` the draw it is the result;
+   * otherwise it draws again from the allowed candidates in proportion to their weights
+   * (together exactly `p(t) / Z` over the allowed candidates; docs/CORRECTNESS.md); when no
+   * candidate is allowed, the truncations are redone over the allowed tokens of the whole
+   * vocabulary (`constraint.mask()`). Greedy (temperature 0): the most likely allowed token.
+   * Does not record the token.
+   *
+   * @example
+   * ```ts
+   * import { Sampler } from "./sampler.ts";
+   *
+   * const s = new Sampler(4, { temperature: 0 });
+   * const odd = { allows: (id: number) => id % 2 === 1, mask: () => new Uint8Array([0, 1, 0, 1]) };
+   * console.log(s.sampleConstrained(new Float32Array([9, 1, 8, 2]), odd)); // 3
+   * ```
+   *
+   * @param logits The model's output, length `vocabSize`.
+   * @param constraint `allows(id)`: token `id` may come next; `mask()`: 1 for every token that
+   *   may (length `vocabSize`; not modified).
+   * @returns The token id.
+   * @throws {RangeError} As {@link Sampler.sample}, and when the constraint allows no token that
+   *   the logits and bias leave possible.
+   */
+  sampleConstrained(
+    logits: Float32Array,
+    constraint: { allows(id: number): boolean; mask(): Uint8Array },
+  ): number {
+    const w = this.#prepare("sampleConstrained", logits, true);
+    const none = "Sampler.sampleConstrained: the constraint allows no token that is possible";
+    if (this.#temperature === 0) {
+      const best = argmax(w, null);
+      if (best < 0) {
+        throw new RangeError("Sampler.sampleConstrained: every token is masked or banned");
+      }
+      if (constraint.allows(best)) return best;
+      const allowed = argmax(w, constraint.mask());
+      if (allowed < 0) throw new RangeError(none);
+      return allowed;
+    }
+    let n = this.#truncate(w);
+    if (n === 0) throw new RangeError("Sampler.sampleConstrained: every token is masked or banned");
+    const pick = this.#draw(w, n);
+    if (constraint.allows(pick)) return pick;
+    // Rejected: keep the allowed candidates (checked one by one when few, else by the mask).
+    const cand = this.#cand, mass = this.#weight;
+    const mask = n > 64 ? constraint.mask() : null;
+    let k = 0, total = 0;
+    for (let i = 0; i < n; i++) {
+      const id = cand[i];
+      if (id === pick) continue;
+      if (mask !== null ? mask[id] === 1 : constraint.allows(id)) {
+        cand[k++] = id;
+        total += mass[id];
+      }
+    }
+    if (k > 0 && total > 0) {
+      let u = this.#rng.nextDouble() * total;
+      for (let i = 0; i < k; i++) {
+        u -= mass[cand[i]];
+        if (u < 0) return cand[i];
+      }
+      return cand[k - 1];
+    }
+    // No candidate is allowed: the truncations again, over the allowed tokens only.
+    const full = mask ?? constraint.mask();
+    for (let i = 0; i < w.length; i++) if (full[i] !== 1) w[i] = -Infinity;
+    n = this.#truncate(w);
+    if (n === 0) throw new RangeError(none);
+    return this.#draw(w, n);
+  }
+
+  /**
+   * The truncations: leaves the kept candidates in `#cand[0, n)` with their temperature
+   * weights in `#weight` and the worst kept one in `#last`; returns n (0: every token masked).
+   */
+  #truncate(w: Float32Array): number {
+    const n0 = this.vocabSize;
+    const cand = this.#cand;
     let n = 0, lmax = -Infinity;
     for (let i = 0; i < n0; i++) {
       const v = w[i];
@@ -636,7 +715,7 @@ export class Sampler {
         if (v > lmax) lmax = v;
       }
     }
-    if (n === 0) throw new RangeError("Sampler.sample: every token is masked or banned");
+    if (n === 0) return 0;
 
     // Each truncation keeps a best-ranked prefix of the candidates (rank: logit, then id), so
     // their result is the shortest of the prefixes: cand[0, n) holds it, sorted best first
@@ -693,21 +772,28 @@ export class Sampler {
       }
     }
 
-    // The kept tokens are those ranked no lower than the worst kept one, `last`; draw one by
-    // inverting the cumulative distribution in token-id order.
+    // The kept tokens are those ranked no lower than the worst kept one, `last`.
     const temperature = this.#temperature;
-    let total = 0, last = cand[0];
+    let last = cand[0];
     for (let i = 0; i < n; i++) {
       const id = cand[i];
-      const p = Math.exp((w[id] - lmax) / temperature);
-      mass[id] = p;
-      total += p;
+      mass[id] = Math.exp((w[id] - lmax) / temperature);
       if (before(w, last, id)) last = id;
     }
+    this.#last = last;
+    return n;
+  }
+
+  /** Draws one of the `n` kept candidates by inverting the cumulative distribution in id order. */
+  #draw(w: Float32Array, n: number): number {
+    const cand = this.#cand, mass = this.#weight;
+    let total = 0;
+    for (let i = 0; i < n; i++) total += mass[cand[i]];
+    const last = this.#last;
     const lastLogit = w[last];
     let u = this.#rng.nextDouble() * total;
     let pick = -1;
-    for (let id = 0; id < n0; id++) {
+    for (let id = 0; id < this.vocabSize; id++) {
       const v = w[id];
       if (v > lastLogit || (v === lastLogit && id <= last)) {
         const p = mass[id];
@@ -863,4 +949,16 @@ export class Sampler {
     const [max, logSum] = this.#logNormalizer(w);
     return v - max - logSum;
   }
+}
+
+/** The highest-logit token (lowest id on ties) among those `mask` allows (all when null); -1 if none. */
+function argmax(w: Float32Array, mask: Uint8Array | null): number {
+  let best = -1, max = -Infinity;
+  for (let i = 0; i < w.length; i++) {
+    if (w[i] > max && (mask === null || mask[i] === 1)) {
+      max = w[i];
+      best = i;
+    }
+  }
+  return best;
 }

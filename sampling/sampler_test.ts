@@ -647,3 +647,74 @@ Deno.test("Sampler validates its arguments", () => {
     );
   }
 });
+
+/** A constraint allowing the ids in `ok`, counting how often each way was asked. */
+function allowOnly(vocab: number, ok: number[]) {
+  const mask = new Uint8Array(vocab);
+  for (const id of ok) mask[id] = 1;
+  const calls = { allows: 0, mask: 0 };
+  return {
+    calls,
+    allows: (id: number) => {
+      calls.allows++;
+      return mask[id] === 1;
+    },
+    mask: () => {
+      calls.mask++;
+      return mask;
+    },
+  };
+}
+
+Deno.test("sampleConstrained: greedy is the argmax over allowed tokens, one check when allowed", () => {
+  const s = new Sampler(5, { temperature: 0 });
+  const logits = new Float32Array([1, 9, 3, 7, 2]);
+  const all = allowOnly(5, [0, 1, 2, 3, 4]);
+  assert.equal(s.sampleConstrained(logits, all), 1);
+  assert.deepEqual(all.calls, { allows: 1, mask: 0 });
+  assert.equal(s.sampleConstrained(logits, allowOnly(5, [0, 2, 4])), 2);
+  assert.throws(() => s.sampleConstrained(logits, allowOnly(5, [])), /allows no token/);
+});
+
+Deno.test("sampleConstrained: P(t) = p(t)/Z over the allowed truncated candidates (empirical)", () => {
+  const logits = new Float32Array([2.0, 1.5, 1.0, 0.5, 0.0, -1.0, -5]);
+  const options: SamplerOptions = { temperature: 0.8, topK: 5, seed: 123 };
+  const s = new Sampler(logits.length, options);
+  const allowed = [1, 2, 4, 6]; // 6 is cut by top-k
+  const c = allowOnly(logits.length, allowed);
+  const n = 40_000;
+  const counts = new Array(logits.length).fill(0);
+  for (let i = 0; i < n; i++) counts[s.sampleConstrained(logits, c)]++;
+  // Expected: softmax(logit / T) over {1, 2, 4} (top-5 keeps 0..4; 6 is not a candidate).
+  const w = [1, 2, 4].map((id) => Math.exp(logits[id] / 0.8));
+  const z = w.reduce((a, b) => a + b, 0);
+  [1, 2, 4].forEach((id, k) => {
+    const p = w[k] / z;
+    const sd = Math.sqrt((p * (1 - p)) / n);
+    assert.ok(Math.abs(counts[id] / n - p) < 5 * sd, `token ${id}: ${counts[id] / n} vs ${p}`);
+  });
+  assert.equal(counts[0] + counts[3] + counts[5] + counts[6], 0);
+});
+
+Deno.test("sampleConstrained: no allowed candidate after truncation: the truncations redone over the allowed tokens", () => {
+  const logits = new Float32Array([5, 4, 0, 0, 1, 0.5]);
+  const s = new Sampler(6, { temperature: 1, topK: 2, seed: 9 });
+  const c = allowOnly(6, [4, 5, 3]);
+  const counts = new Array(6).fill(0);
+  const n = 20_000;
+  for (let i = 0; i < n; i++) counts[s.sampleConstrained(logits, c)]++;
+  // top-2 over the allowed {3, 4, 5} keeps {4, 5}.
+  const p4 = Math.exp(1) / (Math.exp(1) + Math.exp(0.5));
+  assert.equal(counts[3], 0);
+  assert.ok(Math.abs(counts[4] / n - p4) < 0.02, `${counts[4] / n} vs ${p4}`);
+  assert.ok(c.calls.mask > 0);
+});
+
+Deno.test("sampleConstrained: the same draws as sample while every token is allowed", () => {
+  const logits = new Float32Array(Array.from({ length: 50 }, (_, i) => Math.sin(i) * 3));
+  const a = new Sampler(50, { temperature: 0.9, topP: 0.9, seed: 4 });
+  const b = new Sampler(50, { temperature: 0.9, topP: 0.9, seed: 4 });
+  const all = allowOnly(50, Array.from({ length: 50 }, (_, i) => i));
+  for (let i = 0; i < 100; i++) assert.equal(a.sampleConstrained(logits, all), b.sample(logits));
+  assert.equal(all.calls.mask, 0);
+});

@@ -7,6 +7,7 @@
  */
 
 import { chatPromptIds } from "../chat/mod.ts";
+import { compileRequestConstraint } from "./request_constraint.ts";
 import { ChatTemplateError } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
@@ -242,6 +243,7 @@ async function complete(
   whole: (result: GenerationResult) => unknown,
   stream: { start: Uint8Array[]; emit: Emit; finish: Finish },
 ): Promise<Response> {
+  const constraint = compileRequestConstraint(state.tokenizer, r);
   const abort = new AbortController();
   const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
   request.signal.addEventListener("abort", onGone, { once: true });
@@ -270,6 +272,7 @@ async function complete(
         abort.signal,
         () => {},
         timing,
+        constraint,
       );
       info.completionTokens = result.completionTokens;
       if (result.aborted && state.shutdown.aborted) throw shutdownError();
@@ -311,6 +314,7 @@ async function complete(
           for (const b of [stream.emit(text, logprobs)].flat()) send(b);
         },
         timing,
+        constraint,
       );
       info.completionTokens = result.completionTokens;
       if (!result.aborted) {

@@ -30,6 +30,7 @@ import {
 } from "./ollama_format.ts";
 import { ollamaEmbed } from "./ollama_embed.ts";
 import { readJsonBody } from "./read_json_body.ts";
+import { compileRequestConstraint } from "./request_constraint.ts";
 import { type GenerationResult, type ModelSlot, runGeneration } from "./run_generation.ts";
 import {
   validateOllamaChat,
@@ -87,6 +88,8 @@ async function generateOllama(
   maxTokens: number,
   shape: Shape,
 ): Promise<Response> {
+  // `format` compiled against the tokenizer first: a refused schema keyword is a 400 at once.
+  const constraint = compileRequestConstraint(state.tokenizer, r, "format");
   const abort = new AbortController();
   const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
   request.signal.addEventListener("abort", onGone, { once: true });
@@ -124,6 +127,7 @@ async function generateOllama(
         abort.signal,
         () => {},
         timing,
+        constraint,
       );
       info.completionTokens = result.completionTokens;
       if (result.aborted && state.shutdown.aborted) throw shutdownError();
@@ -162,6 +166,7 @@ async function generateOllama(
         abort.signal,
         (text) => send(ndjsonLine({ ...stamp(model), ...shape.piece(text), done: false })),
         timing,
+        constraint,
       );
       info.completionTokens = result.completionTokens;
       if (!result.aborted) send(ndjsonLine(finalObject(result, "")));

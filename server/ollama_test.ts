@@ -6,6 +6,7 @@
  * when the test model has not been fetched.
  */
 import assert from "node:assert/strict";
+import { Ajv } from "ajv";
 import { Ollama } from "ollama/browser";
 import { post, present, withServer } from "./_test_server.ts";
 import type { RequestLogEntry } from "./handler.ts";
@@ -163,22 +164,38 @@ Deno.test({
       assert.equal(loadChat.done_reason, "load");
       assert.deepEqual(loadChat.message, { role: "assistant", content: "" });
 
-      // format: accepted (its shape checked) and carried to the generation.
+      // format: a schema (chat) and "json" (generate) hold the output, which parses and
+      // validates (ajv); a refused schema keyword is a 400 naming it.
+      const schema = {
+        type: "object",
+        properties: { city: { type: "string", maxLength: 20 }, year: { type: "integer" } },
+        required: ["city", "year"],
+        additionalProperties: false,
+      };
       const fmt = await ollama.chat({
         model: "smollm2",
         messages,
-        format: { type: "object", properties: { city: { type: "string" } } },
+        format: schema,
         keep_alive: "5m",
-        options: { temperature: 0, num_predict: 4 },
+        options: { temperature: 0.8, seed: 3, num_predict: 64 },
       });
-      assert.equal(fmt.done, true);
+      assert.equal(fmt.done_reason, "stop", fmt.message.content);
+      const value = JSON.parse(fmt.message.content);
+      assert.ok(new Ajv().compile(schema)(value), fmt.message.content);
       const json = await ollama.generate({
         model: "smollm2",
-        prompt: "Hi",
+        prompt: "A fruit as JSON with its name and colour:",
         format: "json",
-        options: { temperature: 0, num_predict: 2 },
+        options: { temperature: 0, num_predict: 96 },
       });
-      assert.equal(json.done, true);
+      assert.equal(json.done_reason, "stop", json.response);
+      const object = JSON.parse(json.response ?? "");
+      assert.ok(typeof object === "object" && object !== null && !Array.isArray(object));
+      const refused = await errorOf(
+        ollama.chat({ model: "smollm2", messages, format: { type: "object", allOf: [] } }),
+      );
+      assert.equal(refused.status_code, 400);
+      assert.match(refused.error, /allOf/);
     });
   },
 });

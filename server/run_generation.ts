@@ -7,7 +7,12 @@
  */
 
 import { setImmediate } from "node:timers";
-import { generate, type GenerationModel, type GenerationStats } from "../runtime/generate.ts";
+import {
+  generate,
+  type GenerationConstraint,
+  type GenerationModel,
+  type GenerationStats,
+} from "../runtime/generate.ts";
 import type { SpeculationOptions } from "../runtime/speculative.ts";
 import type { PromptCache } from "../runtime/prompt_cache.ts";
 import { Sampler, type SamplerOptions } from "../sampling/mod.ts";
@@ -183,7 +188,8 @@ const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 /**
  * Generates for `prompt` on `slot`, calling `onText` with each piece of text
  * (awaited: a slow reader slows its own generation only) and, with
- * `request.logprobs`, the log-probabilities of the tokens since the last piece.
+ * `request.logprobs`, the log-probabilities of the tokens since the last piece;
+ * `constraint`: `request.constraint` compiled against the slot's tokenizer.
  *
  * @example
  * ```ts ignore
@@ -199,6 +205,7 @@ export async function runGeneration(
   signal: AbortSignal,
   onText: (text: string, logprobs?: TokenLogprob[]) => void | Promise<void>,
   timing?: { metrics: Metrics; start: number },
+  constraint?: GenerationConstraint,
 ): Promise<GenerationResult> {
   let last = -1;
   try {
@@ -212,6 +219,7 @@ export async function runGeneration(
       logprobs: request.logprobs,
       ignoreEos: request.ignoreEos,
       speculation: slot.speculation,
+      constraint,
     });
     let text = "";
     const all: TokenLogprob[] = [];

@@ -204,18 +204,11 @@ Deno.test({
   },
 });
 
-/** The grammar engine that enforces `constraint` (merged from another branch). */
-const grammarPresent = isFile(new URL("../grammar/mod.ts", import.meta.url).pathname);
-
 Deno.test({
   name: `tools: required and named calls have arguments valid against the schema${
-    !present
-      ? skipped
-      : grammarPresent
-      ? ""
-      : " (skipped: no grammar engine to enforce the constraint)"
+    present ? "" : skipped
   }`,
-  ignore: !present || !grammarPresent,
+  ignore: !present,
   async fn() {
     const ajv = new Ajv({ strict: false });
     const validate = ajv.compile(weather.function.parameters);

@@ -112,6 +112,12 @@ export interface SamplingRequest {
    * (Ollama's `repeat_last_n`); undefined: the sampler's default, 64.
    */
   penaltyLastN?: number;
+  /**
+   * What the output must match: OpenAI's `response_format` (`json_object`, or `json_schema`
+   * with its `schema`), or llama-server's `grammar` (GBNF) or `json_schema`; undefined: free
+   * text. Not compiled yet: the handler compiles it against the tokenizer (a refused schema
+   * keyword or a bad grammar is a 400 there).
+   */
   constraint?: ConstraintSpec;
 }
 
@@ -281,7 +287,93 @@ const SAMPLING_KEYS = [
   "user",
   "logprobs",
   "ignore_eos",
+  "response_format",
+  "grammar",
+  "json_schema",
 ];
+
+/** A JSON Schema value: an object or a boolean. */
+function schemaValue(v: unknown, param: string): unknown {
+  if (typeof v === "boolean") return v;
+  object(v, param);
+  return v;
+}
+
+/**
+ * The output constraint of a request: OpenAI's `response_format` or llama-server's `grammar` or
+ * `json_schema` (at most one of them).
+ */
+function constraintOf(
+  o: Obj,
+  limits: RequestLimits,
+  ignored: string[] | undefined,
+): ConstraintSpec | undefined {
+  const given = ["response_format", "grammar", "json_schema"].filter((k) =>
+    o[k] !== undefined && o[k] !== null
+  );
+  if (given.length > 1) {
+    throw bad(`give at most one of response_format, grammar and json_schema`, given[1]);
+  }
+  if (given.length === 0) return undefined;
+  if (given[0] === "grammar") {
+    const g = text(o.grammar, "grammar", limits.maxTextLength);
+    return g === "" ? undefined : { kind: "gbnf", grammar: g };
+  }
+  if (given[0] === "json_schema") {
+    return { kind: "json_schema", schema: schemaValue(o.json_schema, "json_schema") };
+  }
+  const rf = object(o.response_format, "response_format");
+  const type = text(rf.type, "response_format.type", 32);
+  switch (type) {
+    case "text":
+      onlyKeys(rf, new Set(["type"]), "response_format.", ignored);
+      return undefined;
+    case "json_object":
+      // llama-server also takes a schema here.
+      onlyKeys(rf, new Set(["type", "schema"]), "response_format.", ignored);
+      return rf.schema === undefined || rf.schema === null
+        ? { kind: "json_object" }
+        : { kind: "json_schema", schema: schemaValue(rf.schema, "response_format.schema") };
+    case "json_schema": {
+      onlyKeys(rf, new Set(["type", "json_schema"]), "response_format.", ignored);
+      const js = object(rf.json_schema, "response_format.json_schema");
+      onlyKeys(
+        js,
+        new Set(["name", "schema", "strict", "description"]),
+        "response_format.json_schema.",
+        ignored,
+      );
+      if (js.name !== undefined) text(js.name, "response_format.json_schema.name", 64);
+      if (js.description !== undefined) {
+        text(js.description, "response_format.json_schema.description", limits.maxTextLength);
+      }
+      if (js.strict !== undefined && js.strict !== null && typeof js.strict !== "boolean") {
+        throw bad(
+          `response_format.json_schema.strict must be a boolean, got ${kind(js.strict)}`,
+          "response_format.json_schema.strict",
+          "invalid_type",
+        );
+      }
+      if (js.schema === undefined || js.schema === null) {
+        throw bad(
+          "response_format.json_schema.schema is required",
+          "response_format.json_schema.schema",
+        );
+      }
+      return {
+        kind: "json_schema",
+        schema: schemaValue(js.schema, "response_format.json_schema.schema"),
+      };
+    }
+    default:
+      throw bad(
+        `response_format.type must be text, json_object or json_schema, got ${
+          JSON.stringify(type)
+        }`,
+        "response_format.type",
+      );
+  }
+}
 
 function sampling(
   o: Obj,
@@ -346,6 +438,10 @@ function sampling(
       logitBias[k] = number(lb, k, -100, 100, 0, false, `logit_bias.${k}`);
     }
   }
+  const constraint = constraintOf(o, limits, ignored);
+  if (constraint !== undefined && boolean(o, "ignore_eos")) {
+    throw bad("ignore_eos cannot go with an output constraint", "ignore_eos");
+  }
   return {
     maxTokens,
     temperature: number(o, "temperature", 0, 2, 1),
@@ -362,6 +458,7 @@ function sampling(
     includeUsage,
     ...(logprobs === undefined ? {} : { logprobs }),
     ignoreEos: boolean(o, "ignore_eos"),
+    ...(constraint === undefined ? {} : { constraint }),
   };
 }
 

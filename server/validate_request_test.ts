@@ -145,3 +145,60 @@ Deno.test("logprobs: chat's boolean and top_logprobs, completions' count of alte
   validateCompletionRequest({ prompt: "Hi", top_logprobs: 1 }, DEFAULT_LIMITS, 100, 64, ignored);
   assert.deepEqual(ignored, ["top_logprobs"]);
 });
+
+Deno.test("response_format, grammar and json_schema become the request's constraint", () => {
+  const msgs = { messages: [{ role: "user", content: "hi" }] };
+  const chat = (extra: Record<string, unknown>) =>
+    validateChatRequest({ ...msgs, ...extra }, DEFAULT_LIMITS, 100, 64);
+  const schema = { type: "object" };
+  assert.equal(chat({}).constraint, undefined);
+  assert.equal(chat({ response_format: { type: "text" } }).constraint, undefined);
+  assert.deepEqual(chat({ response_format: { type: "json_object" } }).constraint, {
+    kind: "json_object",
+  });
+  assert.deepEqual(
+    chat({
+      response_format: { type: "json_schema", json_schema: { name: "n", schema, strict: true } },
+    })
+      .constraint,
+    { kind: "json_schema", schema },
+  );
+  assert.deepEqual(chat({ json_schema: schema }).constraint, { kind: "json_schema", schema });
+  assert.deepEqual(
+    validateCompletionRequest({ prompt: "x", grammar: 'root ::= "a"' }, DEFAULT_LIMITS, 100, 64)
+      .constraint,
+    { kind: "gbnf", grammar: 'root ::= "a"' },
+  );
+  const refused: [Record<string, unknown>, RegExp][] = [
+    [{ response_format: { type: "xml" } }, /response_format.type must be/],
+    [
+      { response_format: { type: "json_schema", json_schema: { name: "n" } } },
+      /schema is required/,
+    ],
+    [
+      { response_format: { type: "json_schema", json_schema: { schema: 3 } } },
+      /must be a JSON object/,
+    ],
+    [
+      { response_format: { type: "json_schema", json_schema: { schema, strict: "yes" } } },
+      /strict must be a boolean/,
+    ],
+    [{ grammar: 'root ::= "a"', json_schema: schema }, /at most one of/],
+    [{ grammar: 7 }, /grammar must be a string/],
+    [{ json_schema: schema, ignore_eos: true }, /ignore_eos cannot go with/],
+  ];
+  for (const [extra, re] of refused) {
+    assert.throws(() => validateChatRequest({ ...msgs, ...extra }, DEFAULT_LIMITS, 100, 64), re);
+  }
+  // Unknown fields inside response_format are refused under strict validation.
+  assert.throws(
+    () =>
+      validateChatRequest(
+        { ...msgs, response_format: { type: "json_object", extra: 1 } },
+        DEFAULT_LIMITS,
+        100,
+        64,
+      ),
+    /response_format.extra/,
+  );
+});
