@@ -7,7 +7,6 @@
  */
 
 import { chatPromptIds } from "../chat/mod.ts";
-import { compileRequestConstraint } from "./request_constraint.ts";
 import { ChatTemplateError } from "../chat/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import { ApiError, errorResponse, jsonResponse } from "./api_error.ts";
@@ -24,12 +23,8 @@ import {
   usage,
 } from "./openai_format.ts";
 import { readJsonBody } from "./read_json_body.ts";
-import {
-  type GenerationResult,
-  type ModelSlot,
-  runGeneration,
-  type TokenLogprob,
-} from "./run_generation.ts";
+import { complete, type Framing, shutdownError } from "./complete.ts";
+import type { GenerationResult, ModelSlot } from "./run_generation.ts";
 import type { Metrics, MetricsGauges } from "./metrics.ts";
 import type { ModelDescription } from "./describe_model.ts";
 import { ollamaRoutes } from "./ollama.ts";
@@ -229,143 +224,21 @@ function budget(
   return r.maxTokens ?? room;
 }
 
-type Emit = (text: string, logprobs?: TokenLogprob[]) => Uint8Array | Uint8Array[];
-type Finish = (r: GenerationResult, promptTokens: number) => Uint8Array[];
-
-/** Takes a slot (waiting in the queue) and generates, streamed or whole. */
-async function complete(
-  state: ServerState,
-  request: Request,
-  info: RequestInfo,
-  prompt: number[],
-  r: SamplingRequest,
-  maxTokens: number,
-  whole: (result: GenerationResult) => unknown,
-  stream: { start: Uint8Array[]; emit: Emit; finish: Finish },
-): Promise<Response> {
-  const constraint = compileRequestConstraint(state.tokenizer, r);
-  const abort = new AbortController();
-  const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
-  request.signal.addEventListener("abort", onGone, { once: true });
-  const onShutdown = () => abort.abort(new DOMException("the server is closing", "AbortError"));
-  state.shutdown.addEventListener("abort", onShutdown, { once: true });
-  const cleanup = () => {
-    request.signal.removeEventListener("abort", onGone);
-    state.shutdown.removeEventListener("abort", onShutdown);
-  };
-  let slot: ModelSlot;
-  try {
-    slot = await state.pool.acquire(abort.signal, (s) => slotScore(s, prompt));
-  } catch (error) {
-    cleanup();
-    throw error;
-  }
-  info.promptTokens = prompt.length;
-  const timing = { metrics: state.metrics, start: info.started };
-  if (!r.stream) {
-    try {
-      const result = await runGeneration(
-        slot,
-        prompt,
-        r,
-        maxTokens,
-        abort.signal,
-        () => {},
-        timing,
-        constraint,
-      );
-      info.completionTokens = result.completionTokens;
-      if (result.aborted && state.shutdown.aborted) throw shutdownError();
-      if (result.aborted) {
-        throw new ApiError(499, "the request was cancelled", { code: "cancelled" });
-      }
-      return jsonResponse({ ...whole(result) as Record<string, unknown>, timings: result.timings });
-    } finally {
-      state.pool.release(slot);
-      cleanup();
-    }
-  }
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  const body = new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c;
-    },
-    cancel() {
-      onGone();
-    },
-  });
-  const send = (bytes: Uint8Array): void => {
-    try {
-      controller.enqueue(bytes);
-    } catch {
-      onGone(); // the stream is closed: the client left
-    }
-  };
-  info.streamEnded = (async () => {
-    try {
-      for (const b of stream.start) send(b);
-      const result = await runGeneration(
-        slot,
-        prompt,
-        r,
-        maxTokens,
-        abort.signal,
-        (text, logprobs) => {
-          for (const b of [stream.emit(text, logprobs)].flat()) send(b);
-        },
-        timing,
-        constraint,
-      );
-      info.completionTokens = result.completionTokens;
-      if (!result.aborted) {
-        for (const b of stream.finish(result, prompt.length)) send(b);
-        send(SSE_DONE);
-      } else if (state.shutdown.aborted) {
-        // Ended by the drain timeout: say so, rather than a stream that just stops.
-        send(sseData(shutdownError().toJSON()));
-        send(SSE_DONE);
-      }
-    } catch (error) {
-      const e = error instanceof ApiError
-        ? error
-        : new ApiError(500, `generation failed: ${(error as Error)?.message ?? error}`);
-      send(sseData(e.toJSON()));
-    } finally {
-      state.pool.release(slot);
-      cleanup();
-      try {
-        controller.close();
-      } catch { /* already closed or cancelled */ }
-    }
-  })();
-  return new Response(body, {
-    headers: {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-    },
-  });
-}
-
 /**
- * How well an idle instance suits `prompt`, from what its KV cache holds:
- * first an instance whose every cached token the prompt repeats (the previous
- * turn of this conversation, or a shared system prompt), the more the better;
- * then an empty one (nothing of anyone's is thrown away); then the longest
- * shared prefix. Equal scores go to the instance idle longest.
- *
- * @example
- * ```ts ignore
- * import { slotScore } from "./handler.ts";
- * const slot = await state.pool.acquire(signal, (s) => slotScore(s, prompt));
- * ```
+ * OpenAI's framing of an answer: the whole one with its timings; a stream of SSE events ending
+ * with `data: [DONE]`, an error as an event of its own.
  */
-export function slotScore(slot: ModelSlot, prompt: readonly number[]): number {
-  const cache = slot.cache;
-  if (cache === undefined) return 0;
-  const held = cache.tokens.length;
-  if (held > 0 && cache.extendedBy(prompt)) return 2 ** 40 + held;
-  if (held === 0) return 2 ** 39;
-  return cache.reusable(prompt);
+function sse(
+  whole: (result: GenerationResult) => unknown,
+  stream: Pick<Framing, "start" | "emit" | "finish">,
+): Framing {
+  return {
+    whole: (result) => ({ ...whole(result) as Record<string, unknown>, timings: result.timings }),
+    contentType: "text/event-stream; charset=utf-8",
+    ...stream,
+    error: (e) => sseData(e.toJSON()),
+    end: SSE_DONE,
+  };
 }
 
 async function chatCompletions(
@@ -418,7 +291,7 @@ async function chatCompletions(
     prompt,
     sampling,
     maxTokens,
-    (res) => {
+    sse((res) => {
       const lp = res.logprobs === undefined ? null : chatLogprobs(res.logprobs, t);
       if (tools.parser === undefined) {
         return chatCompletion(
@@ -444,8 +317,7 @@ async function chatCompletions(
         lp,
         p.calls,
       );
-    },
-    {
+    }, {
       start: [sseData(chatChunk(h, { role: "assistant", content: "" }))],
       emit: (text, lp) => {
         const logprobs = lp === undefined ? null : chatLogprobs(lp, t);
@@ -470,7 +342,7 @@ async function chatCompletions(
           res.cachedTokens,
         ),
       ],
-    },
+    }),
   );
 }
 
@@ -522,15 +394,14 @@ async function completions(
     prompt,
     r,
     maxTokens,
-    (res) =>
+    sse((res) =>
       textCompletion(
         h,
         res.text,
         res.finishReason,
         { prompt: prompt.length, completion: res.completionTokens, cached: res.cachedTokens },
         res.logprobs === undefined ? null : completionLogprobs(res.logprobs, state.tokenizer, 0),
-      ),
-    {
+      ), {
       start: [],
       emit: (text, lp) => {
         const l = lp === undefined ? null : completionLogprobs(lp, state.tokenizer, emitted);
@@ -545,7 +416,7 @@ async function completions(
           res.completionTokens,
           res.cachedTokens,
         ),
-    },
+    }),
   );
 }
 
@@ -559,21 +430,6 @@ function pageResponse(body: string, type: string): Response {
       "x-content-type-options": "nosniff",
       "cache-control": "no-cache",
     },
-  });
-}
-
-/**
- * A generation the server's shutdown (or the drain timeout) ended.
- *
- * @example
- * ```ts
- * import { shutdownError } from "./handler.ts";
- * console.log(shutdownError().status); // 503
- * ```
- */
-export function shutdownError(): ApiError {
-  return new ApiError(503, "the server shut down before the generation finished", {
-    code: "server_shutdown",
   });
 }
 

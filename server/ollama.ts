@@ -10,15 +10,8 @@
 import { chatPromptIds, ChatTemplateError } from "../chat/mod.ts";
 import { VERSION } from "../version.ts";
 import { ApiError, jsonResponse } from "./api_error.ts";
-import {
-  ignoredOf,
-  needJson,
-  notDraining,
-  type RequestInfo,
-  type ServerState,
-  shutdownError,
-  slotScore,
-} from "./handler.ts";
+import { complete } from "./complete.ts";
+import { ignoredOf, needJson, notDraining, type RequestInfo, type ServerState } from "./handler.ts";
 import {
   doneFields,
   ndjsonLine,
@@ -30,8 +23,7 @@ import {
 } from "./ollama_format.ts";
 import { ollamaEmbed } from "./ollama_embed.ts";
 import { readJsonBody } from "./read_json_body.ts";
-import { compileRequestConstraint } from "./request_constraint.ts";
-import { type GenerationResult, type ModelSlot, runGeneration } from "./run_generation.ts";
+import type { GenerationResult } from "./run_generation.ts";
 import {
   validateOllamaChat,
   validateOllamaGenerate,
@@ -88,27 +80,7 @@ async function generateOllama(
   maxTokens: number,
   shape: Shape,
 ): Promise<Response> {
-  // `format` compiled against the tokenizer first: a refused schema keyword is a 400 at once.
-  const constraint = compileRequestConstraint(state.tokenizer, r, "format");
-  const abort = new AbortController();
-  const onGone = () => abort.abort(new DOMException("the client went away", "AbortError"));
-  request.signal.addEventListener("abort", onGone, { once: true });
-  const onShutdown = () => abort.abort(new DOMException("the server is closing", "AbortError"));
-  state.shutdown.addEventListener("abort", onShutdown, { once: true });
-  const cleanup = () => {
-    request.signal.removeEventListener("abort", onGone);
-    state.shutdown.removeEventListener("abort", onShutdown);
-  };
-  let slot: ModelSlot;
-  try {
-    slot = await state.pool.acquire(abort.signal, (s) => slotScore(s, prompt));
-  } catch (error) {
-    cleanup();
-    throw error;
-  }
-  const clock: OllamaClock = { started: info.started, acquired: performance.now(), ended: 0 };
-  info.promptTokens = prompt.length;
-  const timing = { metrics: state.metrics, start: info.started };
+  const clock: OllamaClock = { started: info.started, acquired: 0, ended: 0 };
   const finalObject = (result: GenerationResult, text: string) => {
     clock.ended = performance.now();
     return {
@@ -117,75 +89,18 @@ async function generateOllama(
       ...doneFields(result, prompt.length, clock),
     };
   };
-  if (!r.stream) {
-    try {
-      const result = await runGeneration(
-        slot,
-        prompt,
-        r,
-        maxTokens,
-        abort.signal,
-        () => {},
-        timing,
-        constraint,
-      );
-      info.completionTokens = result.completionTokens;
-      if (result.aborted && state.shutdown.aborted) throw shutdownError();
-      if (result.aborted) {
-        throw new ApiError(499, "the request was cancelled", { code: "cancelled" });
-      }
-      return jsonResponse(finalObject(result, result.text));
-    } finally {
-      state.pool.release(slot);
-      cleanup();
-    }
-  }
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  const body = new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c;
+  return await complete(state, request, info, prompt, r, maxTokens, {
+    // A refused schema keyword names Ollama's field.
+    constraintField: "format",
+    acquired: () => {
+      clock.acquired = performance.now();
     },
-    cancel() {
-      onGone();
-    },
-  });
-  const send = (bytes: Uint8Array): void => {
-    try {
-      controller.enqueue(bytes);
-    } catch {
-      onGone(); // the stream is closed: the client left
-    }
-  };
-  info.streamEnded = (async () => {
-    try {
-      const result = await runGeneration(
-        slot,
-        prompt,
-        r,
-        maxTokens,
-        abort.signal,
-        (text) => send(ndjsonLine({ ...stamp(model), ...shape.piece(text), done: false })),
-        timing,
-        constraint,
-      );
-      info.completionTokens = result.completionTokens;
-      if (!result.aborted) send(ndjsonLine(finalObject(result, "")));
-      else if (state.shutdown.aborted) send(ndjsonLine(ollamaError(shutdownError())));
-    } catch (error) {
-      const e = error instanceof ApiError
-        ? error
-        : new ApiError(500, `generation failed: ${(error as Error)?.message ?? error}`);
-      send(ndjsonLine(ollamaError(e)));
-    } finally {
-      state.pool.release(slot);
-      cleanup();
-      try {
-        controller.close();
-      } catch { /* already closed or cancelled */ }
-    }
-  })();
-  return new Response(body, {
-    headers: { "content-type": "application/x-ndjson", "cache-control": "no-cache" },
+    whole: (result) => finalObject(result, result.text),
+    contentType: "application/x-ndjson",
+    start: [],
+    emit: (text) => ndjsonLine({ ...stamp(model), ...shape.piece(text), done: false }),
+    finish: (result) => [ndjsonLine(finalObject(result, ""))],
+    error: (e) => ndjsonLine(ollamaError(e)),
   });
 }
 
