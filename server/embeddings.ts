@@ -9,6 +9,7 @@
 
 import { embedTokens, type HiddenStateSource, type Pooling, poolingOf } from "../model/mod.ts";
 import { ApiError, jsonResponse } from "./api_error.ts";
+import { bad, checkDimensions, checkInputCount, kind, object, onlyKeys } from "./_validate_util.ts";
 import type { ServerState } from "./handler.ts";
 import { readJsonBody } from "./read_json_body.ts";
 import type { ModelSlot } from "./run_generation.ts";
@@ -38,18 +39,6 @@ export interface EmbeddingsRequest {
   params: string[];
   /** `float`: arrays of numbers; `base64`: little-endian f32 bytes, base64. */
   encoding: "float" | "base64";
-}
-
-type Obj = Record<string, unknown>;
-
-function bad(message: string, param: string | null, code = "invalid_value"): ApiError {
-  return new ApiError(400, message, { param, code });
-}
-
-function kind(v: unknown): string {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "an array";
-  return `a ${typeof v}`;
 }
 
 const KEYS: ReadonlySet<string> = new Set([
@@ -94,17 +83,8 @@ export function validateEmbeddingsRequest(
   hidden: number,
   ignored?: string[],
 ): EmbeddingsRequest {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw bad(`the request body must be a JSON object, got ${kind(body)}`, null);
-  }
-  const o = body as Obj;
-  for (const k of Object.keys(o)) {
-    if (KEYS.has(k)) continue;
-    if (ignored === undefined) {
-      throw bad(`unknown or unsupported field '${k}'`, k, "unknown_field");
-    }
-    if (ignored.length < 16) ignored.push(k.slice(0, 64));
-  }
+  const o = object(body, null);
+  onlyKeys(o, KEYS, "", ignored);
   if (o.model !== undefined && o.model !== null && typeof o.model !== "string") {
     throw bad(`model must be a string, got ${kind(o.model)}`, "model", "invalid_type");
   }
@@ -120,24 +100,13 @@ export function validateEmbeddingsRequest(
       "encoding_format",
     );
   }
-  const dims = o.dimensions;
-  if (dims !== undefined && dims !== null && dims !== hidden) {
-    throw bad(
-      `dimensions ${
-        typeof dims === "number" ? dims : kind(dims)
-      } is not supported: this model's embeddings have ${hidden}`,
-      "dimensions",
-    );
-  }
+  checkDimensions(o.dimensions, hidden);
   const input = o.input;
   let inputs: (string | number[])[];
   if (typeof input === "string") {
     inputs = [input];
   } else if (Array.isArray(input)) {
-    if (input.length === 0) throw bad("input is an empty array", "input");
-    if (input.length > MAX_EMBEDDING_INPUTS) {
-      throw bad(`input has more than ${MAX_EMBEDDING_INPUTS} items`, "input");
-    }
+    checkInputCount(input, MAX_EMBEDDING_INPUTS);
     if (input.every((x) => typeof x === "number")) {
       inputs = [tokenIds(input, vocab, "input")];
     } else if (input.every((x) => typeof x === "string")) {

@@ -9,7 +9,17 @@
  */
 
 import type { ConstraintSpec } from "../grammar/constraint_spec.ts";
-import { ApiError } from "./api_error.ts";
+import {
+  absent,
+  bad,
+  checkDimensions,
+  checkInputCount,
+  kind,
+  type Obj,
+  object,
+  onlyKeys,
+  unknownKey,
+} from "./_validate_util.ts";
 import type { RequestLimits, SamplingRequest } from "./validate_request.ts";
 
 /**
@@ -63,44 +73,10 @@ export interface OllamaChatRequest {
   sampling: SamplingRequest;
 }
 
-type Obj = Record<string, unknown>;
-
-/** At most this many ignored field names are kept (the response header and the log). */
-const MAX_IGNORED = 16;
 /** Deepest nesting of a `format` schema. */
 const MAX_SCHEMA_DEPTH = 32;
 /** Most values (objects, arrays, scalars) in a `format` schema. */
 const MAX_SCHEMA_NODES = 10_000;
-
-function bad(message: string, param: string | null = null): ApiError {
-  return new ApiError(400, message, { param, code: "invalid_value" });
-}
-
-function kind(v: unknown): string {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "an array";
-  return `a ${typeof v}`;
-}
-
-function object(v: unknown, param: string | null): Obj {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    throw bad(`${param ?? "the request body"} must be a JSON object, got ${kind(v)}`, param);
-  }
-  return v as Obj;
-}
-
-function absent(v: unknown): boolean {
-  return v === undefined || v === null;
-}
-
-/** Unknown fields: refused when `ignored` is undefined (`--strict`), else named there. */
-function onlyKeys(o: Obj, allowed: ReadonlySet<string>, prefix: string, ignored?: string[]): void {
-  for (const k of Object.keys(o)) {
-    if (allowed.has(k)) continue;
-    if (ignored === undefined) throw bad(`unknown or unsupported field '${prefix}${k}'`, k);
-    if (ignored.length < MAX_IGNORED) ignored.push(`${prefix}${k}`.slice(0, 64));
-  }
-}
 
 function text(v: unknown, param: string, max: number): string {
   if (typeof v !== "string") throw bad(`${param} must be a string, got ${kind(v)}`, param);
@@ -271,7 +247,7 @@ function options(
   }
   const allowed = new Set([...SAMPLING_OPTIONS, ...Object.keys(OFF_VALUES)]);
   // mirostat_tau and mirostat_eta do nothing without mirostat: named as ignored (below).
-  onlyKeys(o, allowed, "options.", ignored);
+  onlyKeys(o, allowed, "options.", ignored, unknownKey);
   const numCtx = integer(o, "num_ctx", 1, contextLength, "options.num_ctx");
   const numPredict = integer(o, "num_predict", -2, 1 << 30, "options.num_predict");
   if (numPredict === 0) {
@@ -372,7 +348,7 @@ export function validateOllamaGenerate(
   ignored?: string[],
 ): OllamaGenerateRequest {
   const o = object(body, null);
-  onlyKeys(o, GENERATE_KEYS, "", ignored);
+  onlyKeys(o, GENERATE_KEYS, "", ignored, unknownKey);
   const c = common(o, limits, vocab, contextLength, ignored);
   const prompt = optionalText(o, "prompt", limits.maxTextLength) ?? "";
   const system = optionalText(o, "system", limits.maxTextLength);
@@ -464,7 +440,7 @@ export function validateOllamaChat(
   ignored?: string[],
 ): OllamaChatRequest {
   const o = object(body, null);
-  onlyKeys(o, CHAT_KEYS, "", ignored);
+  onlyKeys(o, CHAT_KEYS, "", ignored, unknownKey);
   const c = common(o, limits, vocab, contextLength, ignored);
   noneOf(o.tools, "tools", `${c.model} does not support tools`);
   const list = absent(o.messages) ? [] : o.messages;
@@ -478,7 +454,7 @@ export function validateOllamaChat(
   const messages = list.map((m: unknown, i: number) => {
     const p = `messages[${i}]`;
     const mo = object(m, p);
-    onlyKeys(mo, MESSAGE_KEYS, `${p}.`, ignored);
+    onlyKeys(mo, MESSAGE_KEYS, `${p}.`, ignored, unknownKey);
     const role = text(mo.role, `${p}.role`, 16);
     if (!ROLES.has(role)) {
       throw bad(`${p}.role must be system, user or assistant`, `${p}.role`);
@@ -518,7 +494,7 @@ export function validateOllamaShow(
   ignored?: string[],
 ): { model: string; verbose: boolean } {
   const o = object(body, null);
-  onlyKeys(o, new Set(["model", "name", "verbose"]), "", ignored);
+  onlyKeys(o, new Set(["model", "name", "verbose"]), "", ignored, unknownKey);
   const model = optionalText(o, "model", 256) ?? optionalText(o, "name", 256) ?? "";
   if (model === "") throw bad("model is required", "model");
   return { model, verbose: boolean(o, "verbose", false) };
@@ -588,7 +564,7 @@ export function validateOllamaEmbed(
   ignored?: string[],
 ): OllamaEmbedRequest {
   const o = object(body, null);
-  onlyKeys(o, legacy ? LEGACY_EMBED_KEYS : EMBED_KEYS, "", ignored);
+  onlyKeys(o, legacy ? LEGACY_EMBED_KEYS : EMBED_KEYS, "", ignored, unknownKey);
   const model = text(o.model, "model", 256);
   if (model === "") throw bad("model is required", "model");
   keepAlive(o.keep_alive);
@@ -598,24 +574,13 @@ export function validateOllamaEmbed(
     if (prompt === "") throw bad("prompt is required", "prompt");
     return { model, inputs: [prompt], truncate: true, legacy };
   }
-  const dims = o.dimensions;
-  if (!absent(dims) && dims !== hidden) {
-    throw bad(
-      `dimensions ${
-        typeof dims === "number" ? dims : kind(dims)
-      } is not supported: this model's embeddings have ${hidden}`,
-      "dimensions",
-    );
-  }
+  checkDimensions(o.dimensions, hidden);
   const input = o.input;
   let inputs: string[];
   if (typeof input === "string") {
     inputs = [input];
   } else if (Array.isArray(input)) {
-    if (input.length === 0) throw bad("input is an empty array", "input");
-    if (input.length > MAX_EMBED_INPUTS) {
-      throw bad(`input has more than ${MAX_EMBED_INPUTS} items`, "input");
-    }
+    checkInputCount(input, MAX_EMBED_INPUTS);
     inputs = input.map((x, i) => text(x, `input[${i}]`, limits.maxTextLength));
   } else {
     throw bad(`input must be a string or an array of strings, got ${kind(input)}`, "input");

@@ -7,7 +7,7 @@
 
 import type { ToolChoice, ToolDefinition } from "../chat/mod.ts";
 import type { ConstraintSpec } from "../grammar/constraint_spec.ts";
-import { ApiError } from "./api_error.ts";
+import { bad, kind, type Obj, object, onlyKeys } from "./_validate_util.ts";
 import {
   type MessageToolCall,
   validateMessageToolCalls,
@@ -174,47 +174,6 @@ export interface ChatRequestMessage {
 export interface CompletionRequest extends SamplingRequest {
   prompt: string;
 }
-
-type Obj = Record<string, unknown>;
-
-function bad(message: string, param: string | null, code = "invalid_value"): ApiError {
-  return new ApiError(400, message, { param, code });
-}
-
-function kind(v: unknown): string {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "an array";
-  return `a ${typeof v}`;
-}
-
-function object(v: unknown, param: string | null): Obj {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    throw bad(`${param ?? "the request body"} must be a JSON object, got ${kind(v)}`, param);
-  }
-  return v as Obj;
-}
-
-/**
- * Unknown fields: refused (400) when `ignored` is undefined (`serve --strict`), else their
- * names are added to it and they are ignored, as llama-server ignores what it does not know.
- */
-function onlyKeys(
-  o: Obj,
-  allowed: ReadonlySet<string>,
-  prefix: string,
-  ignored: string[] | undefined,
-): void {
-  for (const k of Object.keys(o)) {
-    if (allowed.has(k)) continue;
-    if (ignored === undefined) {
-      throw bad(`unknown or unsupported field '${prefix}${k}'`, `${prefix}${k}`, "unknown_field");
-    }
-    if (ignored.length < MAX_IGNORED) ignored.push(`${prefix}${k}`.slice(0, 64));
-  }
-}
-
-/** At most this many ignored field names are kept (for the response header and the log). */
-const MAX_IGNORED = 16;
 
 /** A number field in [lo, hi] (lo excluded when `openLo`), or `fallback` when absent/null. */
 function number(
