@@ -1,8 +1,8 @@
 /**
  * What the request validators share (validate_request.ts, validate_ollama.ts,
  * validate_ollama_embed.ts, embeddings.ts): the 400 error, the name of a value's type, the
- * object check, the unknown-field policy and the embedding requests' common bounds. Private to
- * the server.
+ * object check, the unknown-field policy, the embedding requests' common bounds, and the
+ * Ollama validators' string, boolean and `keep_alive` checks. Private to the server.
  *
  * @module
  */
@@ -165,4 +165,63 @@ export function checkDimensions(dims: unknown, hidden: number): void {
 export function checkInputCount(input: readonly unknown[], max: number): void {
   if (input.length === 0) throw bad("input is an empty array", "input");
   if (input.length > max) throw bad(`input has more than ${max} items`, "input");
+}
+
+/**
+ * `v` as a string of at most `max` UTF-16 code units, or a 400 (code `invalid_value`) naming
+ * `param`: the Ollama validators' string check.
+ *
+ * @example
+ * ```ts
+ * import { text } from "./_validate_util.ts";
+ * console.log(text("smollm2", "model", 256)); // smollm2
+ * ```
+ */
+export function text(v: unknown, param: string, max: number): string {
+  if (typeof v !== "string") throw bad(`${param} must be a string, got ${kind(v)}`, param);
+  if (v.length > max) throw bad(`${param} is longer than ${max} characters`, param);
+  return v;
+}
+
+/**
+ * The boolean field `key` of `o`, or `fallback` when absent; else a 400 (code `invalid_value`)
+ * naming `name`: the Ollama validators' boolean check.
+ *
+ * @example
+ * ```ts
+ * import { boolean } from "./_validate_util.ts";
+ * console.log(boolean({}, "truncate", true)); // true
+ * ```
+ */
+export function boolean(o: Obj, key: string, fallback: boolean, name = key): boolean {
+  const v = o[key];
+  if (absent(v)) return fallback;
+  if (typeof v !== "boolean") throw bad(`${name} must be a boolean, got ${kind(v)}`, name);
+  return v;
+}
+
+/**
+ * Checks Ollama's `keep_alive`: seconds (a number) or a Go duration ("5m", "1h30m", "-1s",
+ * "0"). It has no effect (the model stays loaded).
+ *
+ * @example
+ * ```ts
+ * import { keepAlive } from "./_validate_util.ts";
+ * keepAlive("5m");
+ * ```
+ */
+export function keepAlive(v: unknown): void {
+  if (absent(v)) return;
+  if (typeof v === "number" && Number.isFinite(v)) return;
+  if (
+    typeof v === "string" && v.length <= 64 &&
+    /^(0|[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))*)$/
+      .test(v)
+  ) return;
+  throw bad(
+    `keep_alive must be a number of seconds or a duration such as "5m", got ${
+      typeof v === "string" ? JSON.stringify(v.slice(0, 32)) : kind(v)
+    }`,
+    "keep_alive",
+  );
 }

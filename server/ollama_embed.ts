@@ -11,7 +11,7 @@ import { embeddingTokens, embedOnSlot } from "./embeddings.ts";
 import { ignoredOf, needJson, type RequestInfo, type ServerState } from "./handler.ts";
 import { nanoseconds } from "./ollama_format.ts";
 import { readJsonBody } from "./read_json_body.ts";
-import { validateOllamaEmbed } from "./validate_ollama.ts";
+import { validateOllamaEmbed } from "./validate_ollama_embed.ts";
 
 /**
  * Answers `/api/embed` (`legacy` false) or `/api/embeddings` (`legacy` true). With

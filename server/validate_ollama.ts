@@ -12,12 +12,13 @@ import type { ConstraintSpec } from "../grammar/constraint_spec.ts";
 import {
   absent,
   bad,
-  checkDimensions,
-  checkInputCount,
+  boolean,
+  keepAlive,
   kind,
   type Obj,
   object,
   onlyKeys,
+  text,
   unknownKey,
 } from "./_validate_util.ts";
 import type { RequestLimits, SamplingRequest } from "./validate_request.ts";
@@ -78,21 +79,8 @@ const MAX_SCHEMA_DEPTH = 32;
 /** Most values (objects, arrays, scalars) in a `format` schema. */
 const MAX_SCHEMA_NODES = 10_000;
 
-function text(v: unknown, param: string, max: number): string {
-  if (typeof v !== "string") throw bad(`${param} must be a string, got ${kind(v)}`, param);
-  if (v.length > max) throw bad(`${param} is longer than ${max} characters`, param);
-  return v;
-}
-
 function optionalText(o: Obj, key: string, max: number): string | undefined {
   return absent(o[key]) ? undefined : text(o[key], key, max);
-}
-
-function boolean(o: Obj, key: string, fallback: boolean, name = key): boolean {
-  const v = o[key];
-  if (absent(v)) return fallback;
-  if (typeof v !== "boolean") throw bad(`${name} must be a boolean, got ${kind(v)}`, name);
-  return v;
 }
 
 /** A number in [lo, hi] (lo excluded when `openLo`), or `fallback` when absent. */
@@ -124,23 +112,6 @@ function integer(o: Obj, key: string, lo: number, hi: number, name = key): numbe
   }
   if (v < lo || v > hi) throw bad(`${name} ${v} is not in [${lo}, ${hi}]`, name);
   return v;
-}
-
-/** `keep_alive`: seconds (a number) or a Go duration ("5m", "1h30m", "-1s", "0"). */
-function keepAlive(v: unknown): void {
-  if (absent(v)) return;
-  if (typeof v === "number" && Number.isFinite(v)) return;
-  if (
-    typeof v === "string" && v.length <= 64 &&
-    /^(0|[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))*)$/
-      .test(v)
-  ) return;
-  throw bad(
-    `keep_alive must be a number of seconds or a duration such as "5m", got ${
-      typeof v === "string" ? JSON.stringify(v.slice(0, 32)) : kind(v)
-    }`,
-    "keep_alive",
-  );
 }
 
 /** `think`: only "off" is possible (no model cflow serves has a thinking mode it can parse). */
@@ -498,98 +469,4 @@ export function validateOllamaShow(
   const model = optionalText(o, "model", 256) ?? optionalText(o, "name", 256) ?? "";
   if (model === "") throw bad("model is required", "model");
   return { model, verbose: boolean(o, "verbose", false) };
-}
-
-/**
- * A validated `/api/embed` or `/api/embeddings` request.
- *
- * @example
- * ```ts
- * import type { OllamaEmbedRequest } from "./validate_ollama.ts";
- * const r: OllamaEmbedRequest = { model: "m", inputs: ["hi"], truncate: true, legacy: false };
- * console.log(r.inputs.length); // 1
- * ```
- */
-export interface OllamaEmbedRequest {
-  model: string;
-  /** The texts to embed, in order (one for the legacy route). */
-  inputs: string[];
-  /** Cut an input longer than the context to its first context-length tokens (else a 400). */
-  truncate: boolean;
-  /** `/api/embeddings` (one `prompt`, one unlisted `embedding`) rather than `/api/embed`. */
-  legacy: boolean;
-}
-
-const EMBED_KEYS: ReadonlySet<string> = new Set([
-  "model",
-  "input",
-  "truncate",
-  "options",
-  "keep_alive",
-  "dimensions",
-]);
-
-const LEGACY_EMBED_KEYS: ReadonlySet<string> = new Set([
-  "model",
-  "prompt",
-  "options",
-  "keep_alive",
-]);
-
-/** Most inputs of one `/api/embed` request (as `/v1/embeddings`). */
-const MAX_EMBED_INPUTS = 2048;
-
-/**
- * Validates an `/api/embed` body (`legacy` false: `input` a string or an array of strings,
- * `truncate`, `dimensions` only the model's width) or an `/api/embeddings` body (`legacy` true:
- * one `prompt`). `options` must be an object and has no effect on embeddings; `keep_alive` is
- * checked as for generations.
- *
- * @throws {ApiError} 400 naming the first field that is ill-typed, out of range or (under
- * `--strict`) unknown.
- *
- * @example
- * ```ts
- * import { validateOllamaEmbed } from "./validate_ollama.ts";
- * import { DEFAULT_LIMITS } from "./validate_request.ts";
- * const r = validateOllamaEmbed({ model: "m", input: ["a", "b"] }, DEFAULT_LIMITS, 64, false, []);
- * console.log(r.inputs, r.truncate); // [ "a", "b" ] true
- * ```
- */
-export function validateOllamaEmbed(
-  body: unknown,
-  limits: RequestLimits,
-  hidden: number,
-  legacy: boolean,
-  ignored?: string[],
-): OllamaEmbedRequest {
-  const o = object(body, null);
-  onlyKeys(o, legacy ? LEGACY_EMBED_KEYS : EMBED_KEYS, "", ignored, unknownKey);
-  const model = text(o.model, "model", 256);
-  if (model === "") throw bad("model is required", "model");
-  keepAlive(o.keep_alive);
-  if (!absent(o.options)) object(o.options, "options");
-  if (legacy) {
-    const prompt = text(o.prompt ?? "", "prompt", limits.maxTextLength);
-    if (prompt === "") throw bad("prompt is required", "prompt");
-    return { model, inputs: [prompt], truncate: true, legacy };
-  }
-  checkDimensions(o.dimensions, hidden);
-  const input = o.input;
-  let inputs: string[];
-  if (typeof input === "string") {
-    inputs = [input];
-  } else if (Array.isArray(input)) {
-    checkInputCount(input, MAX_EMBED_INPUTS);
-    inputs = input.map((x, i) => text(x, `input[${i}]`, limits.maxTextLength));
-  } else {
-    throw bad(`input must be a string or an array of strings, got ${kind(input)}`, "input");
-  }
-  inputs.forEach((x, i) => {
-    if (x === "") throw bad(`input${Array.isArray(input) ? `[${i}]` : ""} is empty`, "input");
-    if (x.length > limits.maxTextLength) {
-      throw bad(`input is longer than ${limits.maxTextLength} characters`, "input");
-    }
-  });
-  return { model, inputs, truncate: boolean(o, "truncate", true), legacy };
 }
