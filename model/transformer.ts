@@ -47,7 +47,6 @@ import type {
   TransformerOptions,
 } from "./options.ts";
 import { planStepRows, type StepBatch } from "./step_rows.ts";
-import { HiddenRows } from "./hidden_rows.ts";
 import { ModelWeights, type WeightOptions } from "./weights.ts";
 
 /**
@@ -106,7 +105,8 @@ export class Transformer {
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
   /** The output norm over every row of a batch, made by the first hidden-state call. */
-  #hiddenRows: HiddenRows | undefined;
+  /** The output norm alone over a batch's rows (hidden states, no head). */
+  #hiddenRows: OutputRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
   #lastExpertBytes: number[] = [];
   #totalExpertBytes = 0;
@@ -657,7 +657,7 @@ export class Transformer {
       options.signal?.throwIfAborted();
       await this.#plan.runRowsAsync(b.ids, b.bases, b.positions, 0, output);
       this.#hiddenDone(sequence, b);
-      rows.run(this.#workspace, this.#head.input, b.ids.length, (h, r) => onRow(h, b.first + r));
+      rows.run(this.#workspace, this.#head.input, 0, b.ids.length, (h, r) => onRow(h, b.first + r));
     }
     this.#readCounters();
   }
@@ -680,7 +680,7 @@ export class Transformer {
     for (const b of batches) {
       this.#plan.runRows(b.ids, b.bases, b.positions, 0, output);
       this.#hiddenDone(sequence, b);
-      rows.run(this.#workspace, this.#head.input, b.ids.length, (h) => out.push(h.slice()));
+      rows.run(this.#workspace, this.#head.input, 0, b.ids.length, (h) => out.push(h.slice()));
     }
     this.#readCounters();
     return out;
@@ -690,7 +690,7 @@ export class Transformer {
   #hiddenPlan(tokens: readonly number[], options: HiddenStatesOptions): {
     batches: StepBatch[];
     output: number;
-    rows: HiddenRows;
+    rows: OutputRows;
     sequence: number;
   } {
     if (!Array.isArray(tokens) || tokens.length === 0) {
@@ -708,10 +708,15 @@ export class Transformer {
         filled: this.#filled,
       },
     );
-    this.#hiddenRows ??= new HiddenRows({
-      norm: new Float32Array(this.#workspace.read(this.#head.norm, this.config.hidden * 4).buffer),
-      eps: this.config.eps,
-      hidden: this.config.hidden,
+    const { hidden, eps } = this.config;
+    // The head's first operation (forward_plan.ts) over every row, and no more: the rows'
+    // "logits" are their normed hidden states.
+    this.#hiddenRows ??= new OutputRows({
+      ops: (b, input, norm, out) =>
+        b.rmsNorm(input, norm, out.logits, hidden, eps, { lastOnly: false }),
+      norm: new Float32Array(this.#workspace.read(this.#head.norm, hidden * 4).buffer),
+      hidden,
+      vocab: hidden,
       batch: this.batch,
       inputStride: this.#head.input.stride,
     });

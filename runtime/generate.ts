@@ -12,14 +12,14 @@ import { StopMatcher } from "../sampling/mod.ts";
 import { type MemoryUsage, memoryUsage } from "./memory_usage.ts";
 import type { PromptCache } from "./prompt_cache.ts";
 import type { GenerationConstraint, GenerationConstraintMatcher } from "./generation_constraint.ts";
-
-export type { GenerationConstraint, GenerationConstraintMatcher };
 import {
   checkSpeculation,
   DraftLength,
   type SpeculationOptions,
   type SpeculationStats,
 } from "./speculative.ts";
+
+export type { GenerationConstraint, GenerationConstraintMatcher };
 
 /**
  * The tokenizer operations generation needs.
