@@ -67,6 +67,7 @@ export { attention, tilesMatvec } from "./model_kernels.ts";
 export type { Activation, KvBuffer } from "./model_kernels.ts";
 export {
   actRowBytes,
+  kQuantRun,
   MAX_PLAN_BATCH,
   moeScratchBytes,
   packableQuant,

@@ -212,6 +212,27 @@ export function moeScratchBytes(hidden: number, expertFfn: number, quantized: bo
     (quantized ? up(actRowBytes(expertFfn)) : 0) + up(hidden * 4);
 }
 
+/**
+ * Whether a run's activations are quantized as Q8_K (one scale per 256
+ * values, {@link PlanBuilder.quantizeK}) rather than Q8_0: when every member
+ * is a K-quant (Q4_K, Q5_K, Q6_K, in tiles or panels), as llama.cpp's x86
+ * build does for those types (their `vec_dot_type` is Q8_K). A run mixing
+ * K-quants with other types keeps Q8_0; the kernels read either.
+ *
+ * @example
+ * ```ts
+ * import { kQuantRun, RUN_KIND } from "./plan.ts";
+ * console.log(kQuantRun({ kind: RUN_KIND.PACKED_Q6_K, cols: 256, rows: [16] })); // true
+ * ```
+ */
+export function kQuantRun(r: Pick<WeightRun, "kind" | "cols" | "rows" | "types">): boolean {
+  if (r.cols % 256 !== 0) return false;
+  if (r.kind === RUN_KIND.PACKED_Q4_K || r.kind === RUN_KIND.PACKED_Q6_K) return true;
+  if (r.kind !== RUN_KIND.TILES || r.types === undefined || r.types.length === 0) return false;
+  // Tile types 7, 8, 9: Q4_K, Q5_K, Q6_K (formats/cflow/tile.ts).
+  return r.types.every((t) => t === 7 || t === 8 || t === 9);
+}
+
 /** Bytes of one panel record of each type (packing.zig). */
 const PANEL_RECORD: Record<PanelQuant, number> = {
   q4_0: 288,
@@ -386,6 +407,15 @@ export class PlanBuilder {
   /** q = Q8_0 quantization of x (n a multiple of 32) with scales and sums. */
   quantize(x: Buf, n: number, q: Buf, options?: OpOptions): void {
     this.#op(3, [x.offset, x.stride, n, q.offset, q.stride], options);
+  }
+
+  /**
+   * q = Q8_K quantization of x (n a multiple of 256): ggml's rule for the
+   * activations of K-quant weights, one scale per 256 values, written as
+   * ActRows (act_q8_k.zig); see {@link kQuantRun}.
+   */
+  quantizeK(x: Buf, n: number, q: Buf, options?: OpOptions): void {
+    this.#op(20, [x.offset, x.stride, n, q.offset, q.stride], options);
   }
 
   /** y = W x: x quantized (Q4_0/Q8_0 runs) or f32 (F32 tiles). */
@@ -644,7 +674,7 @@ export class PlanBuilder {
     if (handle <= 0) {
       const names = ["", "embed", "rms_norm", "quantize", "matmul", "add", "add_vec", "head_norm"]
         .concat(["rope", "kv_store", "attention", "gated", "softcap", "route", "moe"])
-        .concat(["gate_scale", "lincomb", "timestamp", "fetch", "moe_staged"]);
+        .concat(["gate_scale", "lincomb", "timestamp", "fetch", "moe_staged", "quantize_k"]);
       const detail = where[0] === 1
         ? `run ${where[1]} (${JSON.stringify({ ...this.#runs[where[1]], region: undefined })})`
         : where[0] === 2

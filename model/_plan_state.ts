@@ -7,7 +7,7 @@
  * @module
  */
 
-import { type Buf, type PlanBuilder, RUN_KIND, type WeightRun } from "../ffi/mod.ts";
+import { type Buf, kQuantRun, type PlanBuilder, RUN_KIND, type WeightRun } from "../ffi/mod.ts";
 import type { Stage } from "../ffi/io.ts";
 import type { ModelConfig } from "./config.ts";
 import type { LayerTensors } from "./weights.ts";
@@ -180,7 +180,9 @@ export function project(
 ): void {
   const o = { lastOnly };
   if (quantizedRun(r)) {
-    into.quantize(x, pad32(n), xq, o);
+    // Q8_K activations for K-quant runs (llama.cpp's rule), Q8_0 otherwise.
+    if (kQuantRun(r)) into.quantizeK(x, n, xq, o);
+    else into.quantize(x, pad32(n), xq, o);
     into.matmul(r, xq, y, o);
   } else {
     into.matmul(r, x, y, o);

@@ -22,6 +22,7 @@ const is_wasm = @import("builtin").cpu.arch == .wasm32;
 const memory = if (is_wasm) @import("memory_wasm.zig") else @import("memory.zig");
 const packing = @import("packing.zig");
 const blocks = @import("blocks.zig");
+const act_q8_k = @import("act_q8_k.zig");
 const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 /// Plans' own small tables (ops, runs): libc's malloc natively, the wasm
 /// allocator in linear memory in the wasm32 build.
@@ -135,6 +136,10 @@ pub const Op = enum(u32) {
     /// whose own bytes are not read) after waiting for its read; then
     /// unpins them. The bytes of the experts used are added to `counter`.
     moe_staged = 19,
+    /// x, x_stride, n (a multiple of 256), q, q_stride: Q8_K quantization
+    /// (act_q8_k.zig, ggml's rule for the activations of K-quant weights)
+    /// into ActRows: one scale per 256 values, repeated in each group's slot.
+    quantize_k = 20,
     _,
 };
 
@@ -498,9 +503,9 @@ fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *
             try c.buf(a[3], a[4], n * 4);
             if (try finite(a[6]) < 0) return error.InvalidArg;
         },
-        .quantize => {
+        .quantize, .quantize_k => {
             const n = try dim(a[2]);
-            if (n % qk != 0) return error.Length;
+            if (n % (if (op == .quantize) qk else act_q8_k.qk_k) != 0) return error.Length;
             try c.buf(a[0], a[1], n * 4);
             try c.buf(a[3], a[4], ActRow.bytes(n / qk));
         },
@@ -955,7 +960,7 @@ const Exec = struct {
                 const n_kv = w[2 + 6];
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows, .chunk = 1 });
             },
-            .gated, .quantize => if (rows == 1) {
+            .gated, .quantize, .quantize_k => if (rows == 1) {
                 // One row (decode): split it by elements instead, so that
                 // every thread takes part (SliceCtx).
                 var sc = SliceCtx{ .ex = self, .w = w, .t = row0 };
@@ -1317,7 +1322,7 @@ const SliceCtx = struct {
         const a = self.w[2..];
         return switch (@as(Op, @enumFromInt(self.w[0]))) {
             .gated => a[5],
-            .quantize => a[2],
+            .quantize, .quantize_k => a[2],
             else => unreachable,
         };
     }
@@ -1340,6 +1345,12 @@ const SliceCtx = struct {
             },
             .quantize => {
                 if (!quantizeGroups(k, ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / qk, std.math.divCeil(usize, e1, qk) catch unreachable)) {
+                    @constCast(self).failed.store(true, .release);
+                }
+            },
+            .quantize_k => {
+                const kk = act_q8_k.qk_k;
+                if (!act_q8_k.quantizeSuperBlocks(ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / kk, std.math.divCeil(usize, e1, kk) catch unreachable)) {
                     @constCast(self).failed.store(true, .release);
                 }
             },
@@ -1383,6 +1394,12 @@ const RowCtx = struct {
             },
             .quantize => {
                 if (!quantizeRow(k, ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
+                    @constCast(self).failed.store(true, .release);
+                    return;
+                }
+            },
+            .quantize_k => {
+                if (!act_q8_k.quantizeRow(ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
                     @constCast(self).failed.store(true, .release);
                     return;
                 }

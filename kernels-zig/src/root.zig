@@ -1050,6 +1050,7 @@ test {
     _ = memory;
     _ = pool_mod;
     _ = @import("handles.zig");
+    _ = @import("act_q8_k.zig");
     if (!is_wasm) _ = io;
     if (!is_wasm) _ = prefetch;
 }
