@@ -1,22 +1,25 @@
 //! Packed K-quant panels (packing.zig, "K records"): Q4_K and Q6_K matrices
 //! repacked into 16-row panels of 256-column super-blocks, computed against
-//! the plan's Q8_0 ActRows with the variant's panel primitive, the same one
-//! the Q4_0/Q8_0 panels use (kernels.zig `PanelPrim`).
+//! the plan's ActRows with the variant's panel primitive, the same one the
+//! Q4_0/Q8_0 panels use (kernels.zig `PanelPrim`).
 //!
-//! Per row, super-block and token, with `isum` the exact integer dot of a
-//! sub-block's quants with the activation quants and `dx_j`, `sx_j` the
-//! activation block's scale and sum of quants:
+//! The input is Q8_K ActRows (act_q8_k.zig, the plan's `quantize_k`): one
+//! activation scale dx per super-block, in each of its groups' slots, as
+//! llama.cpp quantizes the activations of K-quant weights. Per row,
+//! super-block and token, with `isum` the exact integer dot of a
+//! sub-block's quants with the activation quants and `sx_j` the sum of
+//! sub-block j's activation quants, everything up to the last two lines in
+//! exact integers:
 //!
-//!   Q4_K: fa = sum_j f32(isum_j * sc_j) * dx_j      (fma, j = 0..7)
-//!         ma = sum_j f32(m_j) * (dx_j * f32(sx_j))  (fma, j = 0..7)
-//!         acc = fma(d, fa, acc); acc = fma(-dmin, ma, acc)
-//!   Q6_K: T_j = sum over the two 16-column halves k of isum_k * sc_k
-//!         (isum over q - 32), an exact integer
-//!         fa = sum_j f32(T_j) * dx_j  (fma, j in the order 0 2 1 3 4 6 5 7)
-//!         acc = fma(d, fa, acc)
+//!   Q4_K: T = sum_j isum_j * sc_j, M = sum_j m_j * sx_j  (j = 0..7)
+//!         acc = fma(dx * d, f32(T), acc); acc = fma(-(dx * dmin), f32(M), acc)
+//!   Q6_K: T = sum over the 16 sixteen-column pieces k of isum_k * sc_k
+//!         (isum over q - 32)
+//!         acc = fma(dx * d, f32(T), acc)
 //!
-//! super-blocks left to right. Integers are exact on every primitive and
-//! every float operation is the same per row whatever the vector width, so
+//! (|T| < 2^31: Q4_K 8 * 32 * 15 * 127 * 63, Q6_K 16 * 16 * 32 * 127 * 128;
+//! |M| <= 8 * 63 * 32 * 127.) Super-blocks go left to right. Integers are
+//! exact on every primitive and every float operation is the same per row whatever the vector width, so
 //! every variant equals `kPanelScalar` bit for bit, for any number of tokens
 //! per call (batched prefill equals token-by-token decode) and any split of
 //! the panels between threads.
@@ -171,10 +174,10 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
         for (0..n_sb) |sb| {
             const r = panel + sb * rec;
             const g0 = sb * 8;
-            var fa: [NT][HI]VF = @splat(@splat(@splat(0)));
             switch (q) {
                 .q4_k => {
-                    var ma: [NT][HI]VF = @splat(@splat(@splat(0)));
+                    var t_sc: [NT][HI]D.VI = @splat(@splat(@splat(0)));
+                    var t_m: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     inline for (0..4) |l| {
                         var lo: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                         var hg: [NT][HI]D.Acc = @splat(@splat(D.zero()));
@@ -194,34 +197,32 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                         inline for (0..NT) |j| {
                             const xr = x + j * x_stride;
                             const ga = g0 + 2 * l;
-                            const dx0 = readF32(xr + so + ga * 4);
-                            const dx1 = readF32(xr + so + (ga + 1) * 4);
-                            const sx0: f32 = @floatFromInt(readI32(xr + su + ga * 4));
-                            const sx1: f32 = @floatFromInt(readI32(xr + su + (ga + 1) * 4));
+                            const sx0: D.VI = @splat(readI32(xr + su + ga * 4));
+                            const sx1: D.VI = @splat(readI32(xr + su + (ga + 1) * 4));
                             inline for (0..HI) |hi| {
                                 const row0 = (ho + hi) * R;
                                 const sc_lo = scalesU(R, r + packing.k4_sc + (2 * l) * 16 + row0);
                                 const sc_hi = scalesU(R, r + packing.k4_sc + (2 * l + 1) * 16 + row0);
-                                const m_lo: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l) * 16 + row0));
-                                const m_hi: VF = @floatFromInt(scalesU(R, r + packing.k4_m + (2 * l + 1) * 16 + row0));
-                                fa[j][hi] = @mulAdd(VF, @floatFromInt(D.scaled(lo[j][hi], sc_lo)), @splat(dx0), fa[j][hi]);
-                                fa[j][hi] = @mulAdd(VF, @floatFromInt(D.scaled(hg[j][hi], sc_hi)), @splat(dx1), fa[j][hi]);
-                                ma[j][hi] = @mulAdd(VF, m_lo, @splat(dx0 * sx0), ma[j][hi]);
-                                ma[j][hi] = @mulAdd(VF, m_hi, @splat(dx1 * sx1), ma[j][hi]);
+                                const m_lo = scalesU(R, r + packing.k4_m + (2 * l) * 16 + row0);
+                                const m_hi = scalesU(R, r + packing.k4_m + (2 * l + 1) * 16 + row0);
+                                t_sc[j][hi] += D.scaled(lo[j][hi], sc_lo) + D.scaled(hg[j][hi], sc_hi);
+                                t_m[j][hi] += m_lo * sx0 + m_hi * sx1;
                             }
                         }
                     }
                     inline for (0..HI) |hi| {
                         const row0 = (ho + hi) * R;
                         const d = f16s(R, r + packing.k4_d + row0 * 2);
-                        const ndmin = -f16s(R, r + packing.k4_dmin + row0 * 2);
+                        const dmin = f16s(R, r + packing.k4_dmin + row0 * 2);
                         inline for (0..NT) |j| {
-                            acc[j][hi] = @mulAdd(VF, d, fa[j][hi], acc[j][hi]);
-                            acc[j][hi] = @mulAdd(VF, ndmin, ma[j][hi], acc[j][hi]);
+                            const dx: VF = @splat(readF32(x + j * x_stride + so + g0 * 4));
+                            acc[j][hi] = @mulAdd(VF, dx * d, @floatFromInt(t_sc[j][hi]), acc[j][hi]);
+                            acc[j][hi] = @mulAdd(VF, -(dx * dmin), @floatFromInt(t_m[j][hi]), acc[j][hi]);
                         }
                     }
                 },
                 .q6_k => {
+                    var t6: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     inline for (0..2) |n| {
                         // Pass p reads piece A (p = 0: quadrants 0 and 2)
                         // or B (p = 1: quadrants 1 and 3) with H.
@@ -262,19 +263,16 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                                 }
                             }
                             inline for (0..NT) |j| {
-                                const xr = x + j * x_stride;
-                                const dx_lo = readF32(xr + so + (g0 + 4 * n + p) * 4);
-                                const dx_hi = readF32(xr + so + (g0 + 4 * n + p + 2) * 4);
-                                inline for (0..HI) |hi| {
-                                    fa[j][hi] = @mulAdd(VF, @floatFromInt(t_lo[j][hi]), @splat(dx_lo), fa[j][hi]);
-                                    fa[j][hi] = @mulAdd(VF, @floatFromInt(t_hi[j][hi]), @splat(dx_hi), fa[j][hi]);
-                                }
+                                inline for (0..HI) |hi| t6[j][hi] += t_lo[j][hi] + t_hi[j][hi];
                             }
                         }
                     }
                     inline for (0..HI) |hi| {
                         const d = f16s(R, r + packing.k6_d + (ho + hi) * R * 2);
-                        inline for (0..NT) |j| acc[j][hi] = @mulAdd(VF, d, fa[j][hi], acc[j][hi]);
+                        inline for (0..NT) |j| {
+                            const dx: VF = @splat(readF32(x + j * x_stride + so + g0 * 4));
+                            acc[j][hi] = @mulAdd(VF, dx * d, @floatFromInt(t6[j][hi]), acc[j][hi]);
+                        }
                     }
                 },
                 else => comptime unreachable,
@@ -297,10 +295,12 @@ pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, 
         var acc: f32 = 0;
         for (0..n_sb) |sb| {
             const r = panel + sb * rec;
-            var fa: f32 = 0;
+            // Q8_K rows: one scale per super-block, in each group's slot.
+            const dx = readF32(x + so + sb * 8 * 4);
             switch (q) {
                 .q4_k => {
-                    var ma: f32 = 0;
+                    var t_sc: i32 = 0;
+                    var t_m: i32 = 0;
                     for (0..8) |j| {
                         const g = sb * 8 + j;
                         const qs = x + g * abi.q8_0_block_bytes + 2;
@@ -310,23 +310,19 @@ pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, 
                             const nib: i32 = if (j % 2 == 0) byte & 15 else byte >> 4;
                             isum += nib * @as(i32, @as(i8, @bitCast(qs[i])));
                         }
-                        const sc: i32 = r[packing.k4_sc + j * 16 + lane];
-                        const mn: f32 = @floatFromInt(r[packing.k4_m + j * 16 + lane]);
-                        const dx = readF32(x + so + g * 4);
-                        const sx: f32 = @floatFromInt(readI32(x + su + g * 4));
-                        fa = @mulAdd(f32, @floatFromInt(isum * sc), dx, fa);
-                        ma = @mulAdd(f32, mn, dx * sx, ma);
+                        t_sc += isum * @as(i32, r[packing.k4_sc + j * 16 + lane]);
+                        t_m += @as(i32, r[packing.k4_m + j * 16 + lane]) * readI32(x + su + g * 4);
                     }
-                    acc = @mulAdd(f32, f16At(r + packing.k4_d + lane * 2), fa, acc);
-                    acc = @mulAdd(f32, -f16At(r + packing.k4_dmin + lane * 2), ma, acc);
+                    acc = @mulAdd(f32, dx * f16At(r + packing.k4_d + lane * 2), @floatFromInt(t_sc), acc);
+                    acc = @mulAdd(f32, -(dx * f16At(r + packing.k4_dmin + lane * 2)), @floatFromInt(t_m), acc);
                 },
                 .q6_k => {
-                    for ([_]usize{ 0, 2, 1, 3, 4, 6, 5, 7 }) |j| {
+                    var t: i32 = 0;
+                    for (0..8) |j| {
                         const n = j / 4;
                         const quad = j % 4;
                         const g = sb * 8 + j;
                         const qs = x + g * abi.q8_0_block_bytes + 2;
-                        var t: i32 = 0;
                         for (0..2) |half| {
                             var isum: i32 = 0;
                             for (0..16) |ii| {
@@ -341,9 +337,8 @@ pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, 
                             const sc: i32 = @as(i8, @bitCast(r[packing.k6_sc + (8 * n + 2 * quad + half) * 16 + lane]));
                             t += isum * sc;
                         }
-                        fa = @mulAdd(f32, @floatFromInt(t), readF32(x + so + g * 4), fa);
                     }
-                    acc = @mulAdd(f32, f16At(r + packing.k6_d + lane * 2), fa, acc);
+                    acc = @mulAdd(f32, dx * f16At(r + packing.k6_d + lane * 2), @floatFromInt(t), acc);
                 },
                 else => unreachable,
             }
@@ -383,7 +378,8 @@ pub fn kPanels(comptime q: packing.Quant, w: [*]const u8, n_panels: usize, ng: u
 const testing = std.testing;
 const blocks = @import("blocks.zig");
 
-/// ActRows of `n_tok` tokens of `ng` random groups; quants in [-127, 127].
+/// ActRows of `n_tok` tokens of `ng` random groups, laid out as Q8_K rows
+/// (one scale per 8 groups); quants in [-127, 127].
 fn randomActRows(rng: std.Random, ng: usize, n_tok: usize, out: []u8) void {
     const stride = ActRow.bytes(ng);
     rng.bytes(out);
@@ -394,7 +390,7 @@ fn randomActRows(rng: std.Random, ng: usize, n_tok: usize, out: []u8) void {
             for (xr[g * 34 + 2 ..][0..32]) |*v| v.* = if (v.* == 0x80) 0x81 else v.*;
             for (0..32) |j| sum += @as(i8, @bitCast(xr[g * 34 + 2 + j]));
             std.mem.writeInt(i32, xr[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
-            const d: f32 = rng.float(f32) * 0.05;
+            const d: f32 = if (g % 8 == 0) rng.float(f32) * 0.05 else @bitCast(std.mem.readInt(u32, xr[ActRow.scalesOffset(ng) + (g - g % 8) * 4 ..][0..4], .little));
             std.mem.writeInt(u32, xr[ActRow.scalesOffset(ng) + g * 4 ..][0..4], @bitCast(d), .little);
         }
     }
@@ -455,13 +451,18 @@ test "K panels: every variant equals the one-value-at-a-time reference bit for b
 }
 
 test "K panels agree with the f64 dot of ggml's values and with the tile kernel" {
+    // 2, 8 and 19 super-blocks: Gemma 3's and Qwen2.5-0.5B's ffn_down have 8 and 19.
+    inline for (.{ 2, 8, 19 }) |n_sb_test| try kAgainstDot(n_sb_test);
+}
+
+fn kAgainstDot(comptime n_sb_test: usize) !void {
     const bk = @import("block_kernels.zig");
-    var prng = std.Random.DefaultPrng.init(22);
+    var prng = std.Random.DefaultPrng.init(22 + n_sb_test);
     const rng = prng.random();
     inline for ([_]packing.Quant{ .q4_k, .q6_k }) |q| {
         const b: blocks.Block = if (q == .q4_k) .q4_k else .q6_k;
         const rows: usize = 20;
-        const cols: usize = 512;
+        const cols: usize = 256 * n_sb_test;
         const bb = comptime packing.blockBytes(q);
         const nb = cols / 256;
         var src_blocks: [rows * nb * bb]u8 = undefined;
@@ -470,8 +471,8 @@ test "K panels agree with the f64 dot of ggml's values and with the tile kernel"
             const at: []const usize = if (q == .q4_k) &.{ 0, 2 } else &.{208};
             for (at) |o| std.mem.writeInt(u16, src_blocks[i * bb + o ..][0..2], abi.f32ToF16(rng.float(f32) * 0.1 + 0.001), .little);
         }
-        // One stripe of two 256-column tiles, each a header and a block per row.
-        var src: [2 * packing.tileBytes(q, rows, 256)]u8 = undefined;
+        // One stripe of nb 256-column tiles, each a header and a block per row.
+        var src: [nb * packing.tileBytes(q, rows, 256)]u8 = undefined;
         for (0..nb) |t| {
             const pos = t * packing.tileBytes(q, rows, 256);
             @memset(src[pos..][0..packing.tile_header_bytes], 0);
@@ -482,7 +483,7 @@ test "K panels agree with the f64 dot of ggml's values and with the tile kernel"
         var dst: [2 * nb * packing.recordBytes(q)]u8 = undefined;
         for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
         const ng = cols / 32;
-        var x: [ActRow.bytes(16)]u8 align(64) = undefined;
+        var x: [ActRow.bytes(ng)]u8 align(64) = undefined;
         randomActRows(rng, ng, 1, &x);
         var y_panels: [rows]f32 = undefined;
         kPanels(q, &dst, 2, ng, &x, x.len, 1, &y_panels, rows, rows);

@@ -5,6 +5,7 @@
 // ffi/quantize_k_test.ts.
 //
 //   ./dev run --allow-read --allow-write=tests/fixtures --allow-ffi tests/reference/gen_ggml_q8_k_fixture.ts
+//   ./dev fmt tests/fixtures/ggml_q8_k/README.md
 //
 // Outputs (deterministic):
 //   input_f32.bin  rows of 256 little-endian f32 values, one after another
@@ -66,7 +67,7 @@ const blocks = new Uint8Array(all.length * BLOCK);
 lib.symbols.quantize_row_q8_K_ref(input, blocks, BigInt(input.length));
 lib.close();
 
-async function sha256(bytes: Uint8Array): Promise<string> {
+async function sha256(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
   const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return [...d].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
