@@ -429,6 +429,14 @@ async function loadState(
           });
           if (donor < 0 || best - own < BORROW_MIN_TOKENS) return;
           await engine!.copyPrefix(donor, seq.index, best);
+          // The copy waits for its turn between steps; meanwhile the donor may have
+          // started another request and overwritten rows of that prefix. Keep the copy
+          // only if the donor still holds the prefix; otherwise this slot's own rows
+          // were overwritten too, so it starts from nothing.
+          if (caches[donor].reusable(prompt) < best) {
+            cache.truncate(0);
+            return;
+          }
           cache.adopt(prompt.slice(0, best));
         },
       });
