@@ -58,7 +58,7 @@ pub fn kBlock(comptime prim: PanelPrim) usize {
     return switch (prim) {
         .vnni512 => 8,
         .sdot128, .smull128 => 4,
-        .vnni256, .maddubs256 => 2,
+        .vnni256, .maddubs256 => 4,
     };
 }
 
@@ -83,7 +83,11 @@ fn KDot(comptime prim: PanelPrim) type {
         }
 
         pub inline fn broadcast(p: [*]const u8) VX {
-            return @bitCast(@as(VI, @splat(@bitCast(readU32(p)))));
+            return broadcastWord(readU32(p));
+        }
+
+        pub inline fn broadcastWord(w: u32) VX {
+            return @bitCast(@as(VI, @splat(@bitCast(w))));
         }
 
         /// acc + the chunk's products for unsigned weights q (< 64).
@@ -133,6 +137,29 @@ inline fn scalesS(comptime R: usize, p: [*]const u8) @Vector(R, i32) {
     return b;
 }
 
+/// Keeps the compiler from merging the loads of one piece with the next
+/// one's (the two nibbles of a Q4_K chunk, the quadrants of a Q6_K one) and
+/// computing both at once: that holds twice the accumulators and spilled
+/// them to the stack (perf: a third of the kernel's instructions).
+inline fn pieceBarrier() void {
+    if (@import("builtin").cpu.arch.isX86() or @import("builtin").cpu.arch.isAARCH64()) asm volatile ("" ::: "memory");
+}
+
+/// The bytes of a super-block's eight activation sums sx_j (|sx_j| <= 32 *
+/// 127 = 4064) split as sx_j = 128 hi_j + lo_j: lo_j in 0..127 and hi_j in
+/// -32..31, four sub-blocks per word (byte j % 4 of word j / 4).
+const SumBytes = struct { lo: [2]u32, hi: [2]u32 };
+
+inline fn sumBytes(p: [*]const u8) SumBytes {
+    comptime assert(@import("builtin").cpu.arch.endian() == .little);
+    const V8 = @Vector(8, i32);
+    const sv: V8 = @bitCast(p[0..32].*);
+    assert(@reduce(.And, sv <= @as(V8, @splat(4064))) and @reduce(.And, sv >= @as(V8, @splat(-4064))));
+    const lo: @Vector(8, u8) = @truncate(@as(@Vector(8, u32), @bitCast(sv & @as(V8, @splat(127)))));
+    const hi: @Vector(8, i8) = @truncate(sv >> @as(@Vector(8, u5), @splat(7)));
+    return .{ .lo = @bitCast(lo), .hi = @bitCast(hi) };
+}
+
 inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
     const h: @Vector(R, f16) = @bitCast(p[0 .. R * 2].*);
     return @floatCast(h);
@@ -174,104 +201,111 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
         for (0..n_sb) |sb| {
             const r = panel + sb * rec;
             const g0 = sb * 8;
+            // One sub-block (Q4_K) or sixteen-column piece (Q6_K) at a time:
+            // its integer dots for every token, then times its scale into
+            // the super-block's integer total, so that the registers hold
+            // one accumulator per token for the piece, the totals and acc.
             switch (q) {
                 .q4_k => {
                     var t_sc: [NT][HI]D.VI = @splat(@splat(@splat(0)));
-                    var t_m: [NT][HI]D.VI = @splat(@splat(@splat(0)));
-                    inline for (0..4) |l| {
-                        var lo: [NT][HI]D.Acc = @splat(@splat(D.zero()));
-                        var hg: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                    inline for (0..8) |sj| {
+                        const l = sj / 2;
+                        pieceBarrier();
+                        var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                         inline for (0..8) |c| {
                             inline for (0..HI) |hi| {
                                 const row0 = (ho + hi) * R;
                                 const wv: VB = r[packing.k4_q + (l * 8 + c) * 64 + row0 * 4 ..][0 .. R * 4].*;
-                                const wl = wv & lo4;
-                                const wh = sh.r(wv, 4);
+                                const wq = if (sj % 2 == 0) wv & lo4 else sh.r(wv, 4);
                                 inline for (0..NT) |j| {
                                     const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
-                                    lo[j][hi] = D.stepU(lo[j][hi], wl, D.broadcast(qs + (2 * l) * abi.q8_0_block_bytes + 4 * c));
-                                    hg[j][hi] = D.stepU(hg[j][hi], wh, D.broadcast(qs + (2 * l + 1) * abi.q8_0_block_bytes + 4 * c));
+                                    isum[j][hi] = D.stepU(isum[j][hi], wq, D.broadcast(qs + sj * abi.q8_0_block_bytes + 4 * c));
                                 }
                             }
                         }
-                        inline for (0..NT) |j| {
-                            const xr = x + j * x_stride;
-                            const ga = g0 + 2 * l;
-                            const sx0: D.VI = @splat(readI32(xr + su + ga * 4));
-                            const sx1: D.VI = @splat(readI32(xr + su + (ga + 1) * 4));
-                            inline for (0..HI) |hi| {
-                                const row0 = (ho + hi) * R;
-                                const sc_lo = scalesU(R, r + packing.k4_sc + (2 * l) * 16 + row0);
-                                const sc_hi = scalesU(R, r + packing.k4_sc + (2 * l + 1) * 16 + row0);
-                                const m_lo = scalesU(R, r + packing.k4_m + (2 * l) * 16 + row0);
-                                const m_hi = scalesU(R, r + packing.k4_m + (2 * l + 1) * 16 + row0);
-                                t_sc[j][hi] += D.scaled(lo[j][hi], sc_lo) + D.scaled(hg[j][hi], sc_hi);
-                                t_m[j][hi] += m_lo * sx0 + m_hi * sx1;
-                            }
+                        inline for (0..HI) |hi| {
+                            const sc = scalesU(R, r + packing.k4_sc + sj * 16 + (ho + hi) * R);
+                            inline for (0..NT) |j| t_sc[j][hi] += D.scaled(isum[j][hi], sc);
                         }
                     }
+                    // The mins: M = sum_j m_j sx_j as integer dots of each
+                    // row's four mins per lane with the sums' bytes
+                    // (sx = 128 hi + lo, lo in 0..127, hi in -32..31).
                     inline for (0..HI) |hi| {
                         const row0 = (ho + hi) * R;
                         const d = f16s(R, r + packing.k4_d + row0 * 2);
                         const dmin = f16s(R, r + packing.k4_dmin + row0 * 2);
+                        const mq0: VB = r[packing.k4_m + row0 * 4 ..][0 .. R * 4].*;
+                        const mq1: VB = r[packing.k4_m + 64 + row0 * 4 ..][0 .. R * 4].*;
                         inline for (0..NT) |j| {
-                            const dx: VF = @splat(readF32(x + j * x_stride + so + g0 * 4));
+                            const xr = x + j * x_stride;
+                            const b = sumBytes(xr + su + g0 * 4);
+                            var ml = D.stepU(D.zero(), mq0, D.broadcastWord(b.lo[0]));
+                            ml = D.stepU(ml, mq1, D.broadcastWord(b.lo[1]));
+                            var mh = D.stepU(D.zero(), mq0, D.broadcastWord(b.hi[0]));
+                            mh = D.stepU(mh, mq1, D.broadcastWord(b.hi[1]));
+                            const t_m = D.scaled(mh, @splat(128)) + D.scaled(ml, @splat(1));
+                            const dx: VF = @splat(readF32(xr + so + g0 * 4));
                             acc[j][hi] = @mulAdd(VF, dx * d, @floatFromInt(t_sc[j][hi]), acc[j][hi]);
-                            acc[j][hi] = @mulAdd(VF, -(dx * dmin), @floatFromInt(t_m[j][hi]), acc[j][hi]);
+                            acc[j][hi] = @mulAdd(VF, -(dx * dmin), @floatFromInt(t_m), acc[j][hi]);
                         }
                     }
                 },
                 .q6_k => {
+                    // VNNI multiplies unsigned by signed bytes: it takes
+                    // x + 128 (x XOR 0x80, one operation per token) by the
+                    // signed weight w, and takes 128 times the rows' scaled
+                    // weight sums (shared by every token) off once per
+                    // super-block: T = T' - 128 sum_k sc_k sum(w_k), exact
+                    // (|T'| <= 16 * 16 * 32 * 255 * 128 < 2^31). The other
+                    // primitives multiply w by x directly (AVX2 through the
+                    // sign trick, whose pairs must stay within i16).
+                    const xor_signed = comptime (prim == .vnni512 or prim == .vnni256);
                     var t6: [NT][HI]D.VI = @splat(@splat(@splat(0)));
+                    var tw: [HI]D.VI = @splat(@splat(0));
                     inline for (0..2) |n| {
-                        // Pass p reads piece A (p = 0: quadrants 0 and 2)
-                        // or B (p = 1: quadrants 1 and 3) with H.
-                        inline for (0..2) |p| {
-                            var t_lo: [NT][HI]D.VI = @splat(@splat(@splat(0)));
-                            var t_hi: [NT][HI]D.VI = @splat(@splat(@splat(0)));
+                        inline for (0..4) |quad| {
                             inline for (0..2) |half| {
-                                var lo: [NT][HI]D.Acc = @splat(@splat(D.zero()));
-                                var hg: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                                pieceBarrier();
+                                var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
+                                var wsum: [HI]D.VI = @splat(@splat(0));
                                 inline for (0..4) |cc| {
                                     const c = half * 4 + cc;
                                     inline for (0..HI) |hi| {
                                         const row0 = (ho + hi) * R;
+                                        // Piece A holds quadrants 0 and 2, B 1 and 3; H the top bits.
                                         const at = packing.k6_q + (n * 8 + c) * 3 * 64 + row0 * 4;
-                                        const pv: VB = r[at + p * 64 ..][0 .. R * 4].*;
+                                        const pv: VB = r[at + (quad & 1) * 64 ..][0 .. R * 4].*;
                                         const hv: VB = r[at + 128 ..][0 .. R * 4].*;
                                         const three: VB = @splat(3);
-                                        const ql = (pv & lo4) | sh.l(sh.r(hv, 2 * p) & three, 4);
-                                        const qh = sh.r(pv, 4) | sh.l(sh.r(hv, 2 * p + 4) & three, 4);
-                                        const wl = @as(VX, @bitCast(ql)) -% @as(VX, @splat(32));
-                                        const wh = @as(VX, @bitCast(qh)) -% @as(VX, @splat(32));
+                                        const low = if (quad < 2) pv & lo4 else sh.r(pv, 4);
+                                        const qv = low | sh.l(sh.r(hv, 2 * quad) & three, 4);
+                                        const w = @as(VX, @bitCast(qv)) -% @as(VX, @splat(32));
+                                        if (xor_signed) wsum[hi] = D.stepU(wsum[hi], @splat(1), w);
                                         inline for (0..NT) |j| {
                                             const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
-                                            lo[j][hi] = D.stepS(lo[j][hi], wl, D.broadcast(qs + (4 * n + p) * abi.q8_0_block_bytes + 4 * c));
-                                            hg[j][hi] = D.stepS(hg[j][hi], wh, D.broadcast(qs + (4 * n + p + 2) * abi.q8_0_block_bytes + 4 * c));
+                                            const xb = D.broadcast(qs + (4 * n + quad) * abi.q8_0_block_bytes + 4 * c);
+                                            isum[j][hi] = if (xor_signed)
+                                                D.stepU(isum[j][hi], @as(VB, @bitCast(xb)) ^ @as(VB, @splat(0x80)), w)
+                                            else
+                                                D.stepS(isum[j][hi], w, xb);
                                         }
                                     }
                                 }
-                                // Scales of the 16-column halves: k = 8n + 2 quadrant + half.
                                 inline for (0..HI) |hi| {
-                                    const row0 = (ho + hi) * R;
-                                    const sc_lo = scalesS(R, r + packing.k6_sc + (8 * n + 2 * p + half) * 16 + row0);
-                                    const sc_hi = scalesS(R, r + packing.k6_sc + (8 * n + 2 * (p + 2) + half) * 16 + row0);
-                                    inline for (0..NT) |j| {
-                                        t_lo[j][hi] += D.scaled(lo[j][hi], sc_lo);
-                                        t_hi[j][hi] += D.scaled(hg[j][hi], sc_hi);
-                                    }
+                                    const sc = scalesS(R, r + packing.k6_sc + (8 * n + 2 * quad + half) * 16 + (ho + hi) * R);
+                                    if (xor_signed) tw[hi] += wsum[hi] * sc;
+                                    inline for (0..NT) |j| t6[j][hi] += D.scaled(isum[j][hi], sc);
                                 }
-                            }
-                            inline for (0..NT) |j| {
-                                inline for (0..HI) |hi| t6[j][hi] += t_lo[j][hi] + t_hi[j][hi];
                             }
                         }
                     }
                     inline for (0..HI) |hi| {
                         const d = f16s(R, r + packing.k6_d + (ho + hi) * R * 2);
                         inline for (0..NT) |j| {
+                            const t = if (xor_signed) t6[j][hi] - tw[hi] * @as(D.VI, @splat(128)) else t6[j][hi];
                             const dx: VF = @splat(readF32(x + j * x_stride + so + g0 * 4));
-                            acc[j][hi] = @mulAdd(VF, dx * d, @floatFromInt(t6[j][hi]), acc[j][hi]);
+                            acc[j][hi] = @mulAdd(VF, dx * d, @floatFromInt(t), acc[j][hi]);
                         }
                     }
                 },
@@ -311,7 +345,7 @@ pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, 
                             isum += nib * @as(i32, @as(i8, @bitCast(qs[i])));
                         }
                         t_sc += isum * @as(i32, r[packing.k4_sc + j * 16 + lane]);
-                        t_m += @as(i32, r[packing.k4_m + j * 16 + lane]) * readI32(x + su + g * 4);
+                        t_m += @as(i32, r[packing.k4MinAt(j, lane)]) * readI32(x + su + g * 4);
                     }
                     acc = @mulAdd(f32, dx * f16At(r + packing.k4_d + lane * 2), @floatFromInt(t_sc), acc);
                     acc = @mulAdd(f32, -(dx * f16At(r + packing.k4_dmin + lane * 2)), @floatFromInt(t_m), acc);
@@ -411,7 +445,7 @@ fn randomKPanels(comptime q: packing.Quant, rng: std.Random, out: []u8) void {
                 // Six-bit scales and mins.
                 for (0..8) |j| {
                     out[at + packing.k4_sc + j * 16 + lane] &= 63;
-                    out[at + packing.k4_m + j * 16 + lane] &= 63;
+                    out[at + packing.k4MinAt(j, lane)] &= 63;
                 }
             }
         }

@@ -92,7 +92,10 @@ pub fn blockBytes(q: Quant) usize {
 /// 32 columns, q in 0..15), 2,368 bytes:
 ///
 ///   d, dmin: 16 f16 each, row 0..15                           64 bytes
-///   sc[j][row], m[j][row]: the six-bit values widened to u8   256 bytes
+///   sc[j][row]: the six-bit scales widened to u8              128 bytes
+///   m: the six-bit mins widened to u8, in two 64-byte quads h = 0..1:
+///     for rows 0..15 in turn, m[4 h ..][0..4] of the row (so one
+///     4-byte lane of a vector holds four of a row's mins)       128 bytes
 ///   pair l = 0..3, chunk c = 0..7: 64 bytes, for rows 0..15 in turn
 ///     ggml bytes qs[32 l + 4 c ..][0..4] of the row's block: low
 ///     nibbles columns 64 l + 4 c.., high nibbles 64 l + 32 + 4 c..   2,048 bytes
@@ -113,6 +116,11 @@ pub const k4_d: usize = 0;
 pub const k4_dmin: usize = 32;
 pub const k4_sc: usize = 64;
 pub const k4_m: usize = 192;
+
+/// Where row `lane`'s min of sub-block `j` lies in a Q4_K record.
+pub inline fn k4MinAt(j: usize, lane: usize) usize {
+    return k4_m + (j / 4) * 64 + lane * 4 + j % 4;
+}
 pub const k4_q: usize = 320;
 pub const k6_d: usize = 0;
 pub const k6_sc: usize = 32;
@@ -322,7 +330,7 @@ fn packPanelK(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8) v
                     for (0..8) |j| {
                         const sm = scaleMinK4(blk[4..16], j);
                         out[k4_sc + j * panel_rows + lane] = sm[0];
-                        out[k4_m + j * panel_rows + lane] = sm[1];
+                        out[k4MinAt(j, lane)] = sm[1];
                     }
                     for (0..4) |l| {
                         for (0..8) |c| @memcpy(out[k4_q + (l * 8 + c) * 64 + lane * 4 ..][0..4], blk[16 + 32 * l + 4 * c ..][0..4]);
@@ -362,7 +370,7 @@ pub fn unpackRecordK(q: Quant, record: []const u8, lane: usize, out: []f32) void
                 const byte = record[k4_q + (l * 8 + i / 4) * 64 + lane * 4 + i % 4];
                 const nib: u8 = if (j % 2 == 0) byte & 15 else byte >> 4;
                 const sc: f32 = @floatFromInt(record[k4_sc + j * panel_rows + lane]);
-                const mn: f32 = @floatFromInt(record[k4_m + j * panel_rows + lane]);
+                const mn: f32 = @floatFromInt(record[k4MinAt(j, lane)]);
                 out[col] = (d * sc) * @as(f32, @floatFromInt(nib)) - dmin * mn;
             }
         },
