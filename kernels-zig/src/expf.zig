@@ -72,6 +72,65 @@ pub fn expf(x: f32) f32 {
     return @floatCast(y);
 }
 
+/// `expf` on every lane of a vector, the same operations lane by lane (so
+/// bit for bit `expf`, and glibc's FMA build): the x86 SIMD variants call it
+/// instead of one libm call per lane (perf: glibc's expf took 6% of a
+/// Qwen2.5-Coder-1.5B prefill, through SiLU). Lanes at |x| >= 88 or NaN,
+/// rare in SiLU and GELU, go through the scalar function.
+pub inline fn expfVec(comptime N: usize, x: @Vector(N, f32)) @Vector(N, f32) {
+    const VD = @Vector(N, f64);
+    const VQ = @Vector(N, u64);
+    const top: @Vector(N, u32) = @as(@Vector(N, u32), @bitCast(x)) >> @splat(20);
+    const special = (top & @as(@Vector(N, u32), @splat(0x7ff))) >= @as(@Vector(N, u32), @splat(comptime top12(88.0)));
+    const xd: VD = @floatCast(x);
+    var kd = @mulAdd(VD, @splat(invln2_scaled), xd, @splat(shift));
+    const ki: VQ = @bitCast(kd);
+    kd -= @as(VD, @splat(shift));
+    const r = @mulAdd(VD, @splat(invln2_scaled), xd, -kd);
+    const idx = ki & @as(VQ, @splat(n_table - 1));
+    var tv: VQ = undefined;
+    inline for (0..N) |i| tv[i] = tab[@intCast(idx[i])];
+    const t = tv +% (ki << @splat(52 - table_bits));
+    const s: VD = @bitCast(t);
+    const p = @mulAdd(VD, @splat(c0), r, @splat(c1));
+    const r2 = r * r;
+    var y = @mulAdd(VD, @splat(c2), r, @splat(1.0));
+    y = @mulAdd(VD, p, r2, y);
+    y = y * s;
+    var out: @Vector(N, f32) = @floatCast(y);
+    if (@reduce(.Or, special)) {
+        inline for (0..N) |i| {
+            if (special[i]) out[i] = expf(x[i]);
+        }
+    }
+    return out;
+}
+
+test "expfVec equals expf lane by lane on a sample of every f32" {
+    const step: u64 = if (builtin.mode == .Debug) 99991 else 997;
+    var i: u64 = 0;
+    while (i < (1 << 32)) : (i += step * 8) {
+        var x: @Vector(8, f32) = undefined;
+        inline for (0..8) |l| x[l] = @bitCast(@as(u32, @truncate(i + l * step)));
+        const got = expfVec(8, x);
+        inline for (0..8) |l| {
+            const want = expf(x[l]);
+            if (std.math.isNan(want)) {
+                try std.testing.expect(std.math.isNan(got[l]));
+            } else {
+                try std.testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[l])));
+            }
+        }
+    }
+    // The edges of the special cases, and a 16-lane vector.
+    const edges = [16]f32{ 88.0, -88.0, 0x1.62e42ep6, 0x1.62e430p6, -0x1.9fe368p6, -0x1.9fe36ap6, std.math.inf(f32), -std.math.inf(f32), std.math.nan(f32), 0.0, -0.0, 1e-40, -1e-40, 87.99, -87.99, -103.97 };
+    const got = expfVec(16, edges);
+    for (edges, 0..) |e, l| {
+        const want = expf(e);
+        if (std.math.isNan(want)) try std.testing.expect(std.math.isNan(got[l])) else try std.testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[l])));
+    }
+}
+
 test "expf equals glibc's on a sample of every f32" {
     if (builtin.os.tag != .linux or !builtin.link_libc) return error.SkipZigTest;
     var lib = std.DynLib.open("libm.so.6") catch return error.SkipZigTest;

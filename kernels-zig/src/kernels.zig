@@ -35,11 +35,27 @@ comptime {
 
 /// e^x. Natively `@exp`, which calls the process's `expf` (glibc's, under
 /// Deno). In wasm `@exp` would call compiler_rt's, a different algorithm;
-/// `expf.zig` is a port of glibc's, bit-identical to it.
+/// `expf.zig` is a port of glibc's, bit-identical to it. The x86 SIMD
+/// variants (FMA, as glibc's x86-64 FMA build that the port equals) run the
+/// port, lane-parallel on vectors (`expfVec`) instead of one libm call per
+/// lane, and on single values too, so that a test binary (where `@exp`
+/// resolves to compiler_rt's expf) checks what ships.
 inline fn exp(x: anytype) @TypeOf(x) {
     if (is_wasm and @TypeOf(x) == f32) return @import("expf.zig").expf(x);
+    if (comptime vec_expf) {
+        switch (@typeInfo(@TypeOf(x))) {
+            .vector => |v| if (v.child == f32) return @import("expf.zig").expfVec(v.len, x),
+            .float => if (@TypeOf(x) == f32) return @import("expf.zig").expf(x),
+            else => {},
+        }
+    }
     return @exp(x);
 }
+
+const vec_expf = switch (variant) {
+    .avx2, .avxvnni, .avx512vnni => true,
+    else => false,
+};
 
 /// The vector ISA of this variant's float and row kernels: `avxvnni` is the
 /// AVX2 variant with 256-bit `vpdpbusd` for its integer dot products;
@@ -1688,6 +1704,9 @@ test "float kernels against plain loops" {
         for (0..n) |i| {
             const g: f64 = x[i];
             try expectClose(@floatCast(g / (1 + @exp(-g)) * w[i]), out[i], 1e-5);
+            // Bit for bit the one-lane-at-a-time formula, vector lanes
+            // (expfVec on the x86 SIMD variants) and tail alike.
+            try testing.expectEqual(x[i] / (1 + exp(-x[i])) * w[i], out[i]);
         }
         gatedMul(.gelu, x[0..n], w[0..n], out[0..n]);
         for (0..n) |i| {
