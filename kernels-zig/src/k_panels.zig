@@ -27,7 +27,9 @@
 //! Saturation (AVX2, `vpmaddubsw` pairs summed in i16 lanes): Q4_K sums 8
 //! chunks of nibble pairs, at most 8 * 2 * 15 * 128 = 30,720; Q6_K
 //! multiplies |q - 32| <= 32 by the activation quants given w's sign
-//! (`vpsignb`) and sums 4 chunks, at most 4 * 2 * 32 * 127 = 32,512: both
+//! (`vpsignb`) and sums 4 chunks, at most 4 * 2 * 32 * 127 = 32,512; the
+//! Q4_K mins (u8 <= 63) against the bytes of the activation sums (<= 127,
+//! `sumBytes`) sum 2 steps, at most 2 * 2 * 63 * 127 = 32,004: all
 //! within i16, given activation quants in [-127, 127] (the quantizer clamps
 //! them; the sign of -128 would not negate). The lanes add with checked
 //! arithmetic, so the Debug and ReleaseSafe tests would trap on a bound
