@@ -1634,19 +1634,29 @@ const PackCtx = struct {
     fn run(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const PackCtx = @ptrCast(@alignCast(raw));
         const pb = self.layout.panelBytes();
-        for (begin..end) |p| {
-            var m: usize = 0;
-            while (self.panel_off[m + 1] <= p) m += 1;
-            packing.packPanel(self.layout, self.src, m, p - self.panel_off[m], self.dst[p * pb ..][0..pb]);
-        }
+        // One stripe at a time, its source pages dropped as soon as it is
+        // packed: a call may cover the whole run (one thread, or the pool
+        // busy), which had held a whole second copy of the largest matrix
+        // (the 1.5B's 191 MB embedding: +177 MiB peak RSS at 1 thread).
         if (self.evict_handle != 0) {
             // Chunks are whole stripes of one matrix: a contiguous source range.
             assert(begin % chunk_panels == 0 and self.layout.n_members == 1);
-            const s0 = begin / chunk_panels;
-            const s1 = (end + chunk_panels - 1) / chunk_panels;
-            const from = self.layout.stripeOffset(0, s0);
-            const to = if (s1 >= self.layout.stripes(0)) self.src.len else self.layout.stripeOffset(0, s1);
-            _ = memory.advise(self.evict_handle, self.src_offset + from, to - from, @intFromEnum(memory.Advice.dontneed));
+        }
+        var b = begin;
+        while (b < end) {
+            const e = @min(end, (b / chunk_panels + 1) * chunk_panels);
+            for (b..e) |p| {
+                var m: usize = 0;
+                while (self.panel_off[m + 1] <= p) m += 1;
+                packing.packPanel(self.layout, self.src, m, p - self.panel_off[m], self.dst[p * pb ..][0..pb]);
+            }
+            if (self.evict_handle != 0) {
+                const s = b / chunk_panels;
+                const from = self.layout.stripeOffset(0, s);
+                const to = if (s + 1 >= self.layout.stripes(0)) self.src.len else self.layout.stripeOffset(0, s + 1);
+                _ = memory.advise(self.evict_handle, self.src_offset + from, to - from, @intFromEnum(memory.Advice.dontneed));
+            }
+            b = e;
         }
     }
 };
