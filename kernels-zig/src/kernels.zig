@@ -41,13 +41,10 @@ comptime {
 /// lane, and on single values too, so that a test binary (where `@exp`
 /// resolves to compiler_rt's expf) checks what ships.
 inline fn exp(x: anytype) @TypeOf(x) {
-    if (is_wasm and @TypeOf(x) == f32) return @import("expf.zig").expf(x);
-    if (comptime vec_expf) {
-        switch (@typeInfo(@TypeOf(x))) {
-            .vector => |v| if (v.child == f32) return @import("expf.zig").expfVec(v.len, x),
-            .float => if (@TypeOf(x) == f32) return @import("expf.zig").expf(x),
-            else => {},
-        }
+    const port = @import("expf.zig");
+    if ((is_wasm or vec_expf) and @TypeOf(x) == f32) return port.expf(x);
+    if (vec_expf and @typeInfo(@TypeOf(x)) == .vector and @typeInfo(@TypeOf(x)).vector.child == f32) {
+        return port.expfVec(@typeInfo(@TypeOf(x)).vector.len, x);
     }
     return @exp(x);
 }
