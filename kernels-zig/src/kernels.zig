@@ -1053,7 +1053,37 @@ inline fn kvOne(comptime T: type, p: [*]const T, e: usize) f32 {
     return @floatCast(p[e]);
 }
 
+/// x (f32 or a vector of f32) rounded to f16 (nearest even) and back.
+/// Vectors convert in one instruction with F16C; wasm32's LLVM backend
+/// rejects the vector cast, so there each lane converts on its own.
+inline fn roundF16(x: anytype) @TypeOf(x) {
+    const T = @TypeOf(x);
+    if (T == f32) return @floatCast(@as(f16, @floatCast(x)));
+    const N = @typeInfo(T).vector.len;
+    if (comptime builtin.cpu.arch.isWasm()) {
+        var r: [N]f32 = undefined;
+        inline for (0..N) |i| r[i] = @floatCast(@as(f16, @floatCast(x[i])));
+        return r;
+    }
+    return @floatCast(@as(@Vector(N, f16), @floatCast(x)));
+}
+
+/// N query values from q[d..] as the K.q product takes them. Over an f16
+/// cache they are rounded to f16 first, as llama.cpp does (its KQ product
+/// converts q to the cache's type), so that the product is f16 x f16
+/// summed in f32; over f32 and Q8_0 caches q stays f32.
+inline fn qLoad(comptime T: type, comptime N: usize, q: []const f32, d: usize) @Vector(N, f32) {
+    const v: @Vector(N, f32) = q[d..][0..N].*;
+    return if (T == f16) roundF16(v) else v;
+}
+
+/// One query value as `qLoad` gives it.
+inline fn qOne(comptime T: type, x: f32) f32 {
+    return if (T == f16) roundF16(x) else x;
+}
+
 /// out = softmax(scale * q.K[j] (soft-capped), j in [first, n_pos)) . V.
+/// Over an f16 cache, q is rounded to f16 first (`qLoad`).
 /// K and V rows are `stride` elements apart; this head's values start at
 /// `head_offset`. `scores` holds n_pos floats of scratch.
 pub fn attentionHead(
@@ -1082,12 +1112,12 @@ pub fn attentionHead(
         if (lanes > 1) {
             while (d + lanes <= hd) : (d += lanes) {
                 const kf = kvLoad(T, lanes, k, krow + d);
-                const qv: V = q[d..][0..lanes].*;
+                const qv = qLoad(T, lanes, q, d);
                 acc = @mulAdd(V, qv, kf, acc);
             }
         }
         dot = @reduce(.Add, acc);
-        while (d < hd) : (d += 1) dot += q[d] * kvOne(T, k, krow + d);
+        while (d < hd) : (d += 1) dot += qOne(T, q[d]) * kvOne(T, k, krow + d);
         var sc = dot * scale;
         if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
         scores[j] = sc;
@@ -1183,10 +1213,111 @@ inline fn treeSums(comptime N: usize, v: *[N]@Vector(N, f32)) @Vector(N, f32) {
 }
 const attention_block: usize = 32;
 
+/// Scores of positions [j0, j0 + nb) for every head of a group, into s:
+/// L positions at a time (their L sums reduced together), the rest one at a
+/// time; each score gets the same arithmetic either way.
+inline fn blockScores(
+    comptime T: type,
+    q: []const f32,
+    group: usize,
+    hd: usize,
+    k: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    j0: usize,
+    nb: usize,
+    scale: f32,
+    softcap: f32,
+    s: *[attention_max_group][attention_block]f32,
+) void {
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var jb: usize = 0;
+    if (L > 1) {
+        while (hd % L == 0 and jb + L <= nb) : (jb += L) {
+            for (0..group) |g| {
+                const qg = q[g * hd ..][0..hd];
+                // The L chains interleaved, each in head_dim order.
+                const kblock = (j0 + jb) * stride + head_offset;
+                var acc: [L]V = @splat(@splat(0));
+                var d: usize = 0;
+                while (d < hd) : (d += L) {
+                    const qv = qLoad(T, L, qg, d);
+                    inline for (0..L) |r| {
+                        const kf = kvLoad(T, L, k, kblock + r * stride + d);
+                        acc[r] = @mulAdd(V, qv, kf, acc[r]);
+                    }
+                }
+                const sc = treeSums(L, &acc) * @as(V, @splat(scale));
+                s[g][jb..][0..L].* = sc;
+                if (softcap > 0) {
+                    for (s[g][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
+                }
+            }
+        }
+    }
+    while (jb < nb) : (jb += 1) {
+        const krow = (j0 + jb) * stride + head_offset;
+        for (0..group) |g| {
+            const qg = q[g * hd ..][0..hd];
+            var acc: V = @splat(0);
+            var d: usize = 0;
+            if (L > 1) {
+                while (d + L <= hd) : (d += L) {
+                    const kf = kvLoad(T, L, k, krow + d);
+                    acc = @mulAdd(V, qLoad(T, L, qg, d), kf, acc);
+                }
+            }
+            var dot: f32 = treeSum(L, acc);
+            while (d < hd) : (d += 1) dot += qOne(T, qg[d]) * kvOne(T, k, krow + d);
+            var sc = dot * scale;
+            if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+            s[g][jb] = sc;
+        }
+    }
+}
+
+/// One block of an online softmax: s[0..nb] (scores) becomes exp(s - m')
+/// where m' is the running maximum m taken over the block too; l, the running
+/// sum, is rescaled to m' and the block's sum added. Returns the factor
+/// exp(m - m') that earlier sums (and outputs) take.
+inline fn softmaxStep(s: *[attention_block]f32, nb: usize, m: *f32, l: *f32) f32 {
+    const L = if (lanes > 1) lanes else 1;
+    // The block maximum (exact in any order for finite scores).
+    var bm: f32 = -std.math.inf(f32);
+    var jm: usize = 0;
+    if (L > 1 and nb >= 16) {
+        var vm: @Vector(16, f32) = s[0..16].*;
+        jm = 16;
+        while (jm + 16 <= nb) : (jm += 16) vm = @max(vm, @as(@Vector(16, f32), s[jm..][0..16].*));
+        bm = @reduce(.Max, vm);
+    }
+    for (s[jm..nb]) |x| bm = @max(bm, x);
+    const new_m = @max(m.*, bm);
+    const corr: f32 = if (m.* == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m.* - new_m))[0];
+    m.* = new_m;
+    var sum: f32 = 0;
+    var jj: usize = 0;
+    while (jj + 16 <= nb) : (jj += 16) {
+        const e = expNonPositive(16, s[jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
+        s[jj..][0..16].* = e;
+        sum += treeSum(16, e);
+    }
+    while (jj < nb) : (jj += 1) {
+        const e = expNonPositive(1, @splat(s[jj] - new_m))[0];
+        s[jj] = e;
+        sum += e;
+    }
+    l.* = l.* * corr + sum;
+    return corr;
+}
+
 /// Attention of `group` query heads (consecutive, head_dim values each, at
 /// q) that share one KV head, over cache rows [first, n_pos): online
 /// softmax over blocks of 32 positions, each K and V row read once for the
 /// whole group. No scratch beyond the stack; out is group x head_dim.
+/// Over an f16 cache, q is rounded to f16 first, as llama.cpp does
+/// (`qLoad`).
 pub fn attentionGroup(
     comptime T: type,
     q: []const f32,
@@ -1216,80 +1347,10 @@ pub fn attentionGroup(
     var j0 = first;
     while (j0 < n_pos) : (j0 += B) {
         const nb = @min(B, n_pos - j0);
-        // Scores of the block for every head of the group: L positions at a
-        // time (their L sums reduced together), the rest one at a time; each
-        // score gets the same arithmetic either way.
-        var jb: usize = 0;
-        if (L > 1) {
-            while (hd % L == 0 and jb + L <= nb) : (jb += L) {
-                for (0..group) |g| {
-                    const qg = q[g * hd ..][0..hd];
-                    // The L chains interleaved, each in head_dim order.
-                    const kblock = (j0 + jb) * stride + head_offset;
-                    var acc: [L]V = @splat(@splat(0));
-                    var d: usize = 0;
-                    while (d < hd) : (d += L) {
-                        const qv: V = qg[d..][0..L].*;
-                        inline for (0..L) |r| {
-                            const kf = kvLoad(T, L, k, kblock + r * stride + d);
-                            acc[r] = @mulAdd(V, qv, kf, acc[r]);
-                        }
-                    }
-                    const sc = treeSums(L, &acc) * @as(V, @splat(scale));
-                    s[g][jb..][0..L].* = sc;
-                    if (softcap > 0) {
-                        for (s[g][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
-                    }
-                }
-            }
-        }
-        while (jb < nb) : (jb += 1) {
-            const krow = (j0 + jb) * stride + head_offset;
-            for (0..group) |g| {
-                const qg = q[g * hd ..][0..hd];
-                var acc: V = @splat(0);
-                var d: usize = 0;
-                if (L > 1) {
-                    while (d + L <= hd) : (d += L) {
-                        const kf = kvLoad(T, L, k, krow + d);
-                        acc = @mulAdd(V, qg[d..][0..L].*, kf, acc);
-                    }
-                }
-                var dot: f32 = treeSum(L, acc);
-                while (d < hd) : (d += 1) dot += qg[d] * kvOne(T, k, krow + d);
-                var sc = dot * scale;
-                if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
-                s[g][jb] = sc;
-            }
-        }
-        // Online softmax: rescale what was accumulated to the new maximum.
+        blockScores(T, q, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
         for (0..group) |g| {
-            // The block maximum (exact in any order for finite scores).
-            var bm: f32 = -std.math.inf(f32);
-            var jm: usize = 0;
-            if (L > 1 and nb >= 16) {
-                var vm: @Vector(16, f32) = s[g][0..16].*;
-                jm = 16;
-                while (jm + 16 <= nb) : (jm += 16) vm = @max(vm, @as(@Vector(16, f32), s[g][jm..][0..16].*));
-                bm = @reduce(.Max, vm);
-            }
-            for (s[g][jm..nb]) |x| bm = @max(bm, x);
-            const new_m = @max(m[g], bm);
-            const corr: f32 = if (m[g] == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m[g] - new_m))[0];
-            m[g] = new_m;
-            var sum: f32 = 0;
-            var jj: usize = 0;
-            while (jj + 16 <= nb) : (jj += 16) {
-                const e = expNonPositive(16, s[g][jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
-                s[g][jj..][0..16].* = e;
-                sum += treeSum(16, e);
-            }
-            while (jj < nb) : (jj += 1) {
-                const e = expNonPositive(1, @splat(s[g][jj] - new_m))[0];
-                s[g][jj] = e;
-                sum += e;
-            }
-            l[g] = l[g] * corr + sum;
+            // Online softmax: rescale what was accumulated to the new maximum.
+            const corr = softmaxStep(&s[g], nb, &m[g], &l[g]);
             if (corr != 1) {
                 for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
             }
@@ -1337,8 +1398,8 @@ pub fn attentionGroup(
         }
     }
     for (0..group) |g| {
-        const inv = 1.0 / l[g];
-        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
+        const inv_l = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv_l;
     }
 }
 
@@ -2037,11 +2098,11 @@ fn attentionGroupOneByOne(
                 if (L > 1) {
                     while (d + L <= hd) : (d += L) {
                         const kf = kvLoad(T, L, k, krow + d);
-                        acc = @mulAdd(V, qg[d..][0..L].*, kf, acc);
+                        acc = @mulAdd(V, qLoad(T, L, qg, d), kf, acc);
                     }
                 }
                 var dot: f32 = treeSum(L, acc);
-                while (d < hd) : (d += 1) dot += qg[d] * kvOne(T, k, krow + d);
+                while (d < hd) : (d += 1) dot += qOne(T, qg[d]) * kvOne(T, k, krow + d);
                 var sc = dot * scale;
                 if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
                 s[g][jj] = sc;
@@ -2094,6 +2155,50 @@ fn attentionGroupOneByOne(
         const inv = 1.0 / l[g];
         for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
     }
+}
+
+test "attention over an f16 cache rounds q to f16, as llama.cpp" {
+    // llama.cpp's KQ product converts q to the cache's f16; an exact f64
+    // two-pass softmax of f16(q) is the reference. Without the rounding the
+    // kernel is ~1e-4 off.
+    var prng = std.Random.DefaultPrng.init(41);
+    const rng = prng.random();
+    const hd = 64;
+    const n_pos = 20;
+    const group = 2;
+    var kc: [n_pos * hd]f16 = undefined;
+    var vc: [n_pos * hd]f16 = undefined;
+    for (&kc, &vc) |*a, *b| {
+        a.* = @floatCast(rng.float(f32) * 2 - 1);
+        b.* = @floatCast(rng.float(f32) * 2 - 1);
+    }
+    var q: [group * hd]f32 = undefined;
+    for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+    var out: [group * hd]f32 = undefined;
+    const scale: f32 = 0.125;
+    attentionGroup(f16, &q, group, &kc, &vc, hd, 0, 0, n_pos, scale, 0, &out);
+    var worst: f64 = 0;
+    for (0..group) |g| {
+        var sc: [n_pos]f64 = undefined;
+        var m: f64 = -std.math.inf(f64);
+        for (0..n_pos) |j| {
+            var dot: f64 = 0;
+            for (0..hd) |d| dot += @as(f64, qOne(f16, q[g * hd + d])) * @as(f64, kc[j * hd + d]);
+            sc[j] = dot * scale;
+            m = @max(m, sc[j]);
+        }
+        var l: f64 = 0;
+        for (&sc) |*x| {
+            x.* = @exp(x.* - m);
+            l += x.*;
+        }
+        for (0..hd) |d| {
+            var acc: f64 = 0;
+            for (0..n_pos) |j| acc += sc[j] * @as(f64, vc[j * hd + d]);
+            worst = @max(worst, @abs(acc / l - out[g * hd + d]));
+        }
+    }
+    try std.testing.expect(worst < 1e-5);
 }
 
 test "attention: scores L at a time and register outputs change no bit" {
