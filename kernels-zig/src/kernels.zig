@@ -1282,11 +1282,10 @@ inline fn blockScores(
 /// sum, is rescaled to m' and the block's sum added. Returns the factor
 /// exp(m - m') that earlier sums (and outputs) take.
 inline fn softmaxStep(s: *[attention_block]f32, nb: usize, m: *f32, l: *f32) f32 {
-    const L = if (lanes > 1) lanes else 1;
     // The block maximum (exact in any order for finite scores).
     var bm: f32 = -std.math.inf(f32);
     var jm: usize = 0;
-    if (L > 1 and nb >= 16) {
+    if (lanes > 1 and nb >= 16) {
         var vm: @Vector(16, f32) = s[0..16].*;
         jm = 16;
         while (jm + 16 <= nb) : (jm += 16) vm = @max(vm, @as(@Vector(16, f32), s[jm..][0..16].*));
@@ -1398,8 +1397,8 @@ pub fn attentionGroup(
         }
     }
     for (0..group) |g| {
-        const inv_l = 1.0 / l[g];
-        for (out[g * hd ..][0..hd]) |*o| o.* *= inv_l;
+        const inv = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
     }
 }
 
