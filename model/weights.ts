@@ -177,12 +177,10 @@ export class ModelWeights {
     );
     this.#resolve(); // checks every layer's shapes before anything is packed
     if (options.packed) {
-      this.#dropFilePages();
       const start = performance.now();
       for (const _ of this.#packSteps(options.packProgress)) { /* all at once */ }
       this.#packMs = performance.now() - start;
       this.#resolve();
-      this.#dropFilePages();
     }
     this.expertsQuantized = runs.layers.some((r) =>
       r.experts !== undefined && r.experts.down[0].kind !== RUN_KIND.TILES_F32
@@ -212,14 +210,12 @@ export class ModelWeights {
   ): Promise<ModelWeights> {
     const w = new ModelWeights(file, config, { ...options, packed: false });
     if (!options.packed) return w;
-    w.#dropFilePages();
     const start = performance.now();
     for (const _ of w.#packSteps(options.packProgress)) {
       await new Promise<void>((resolve) => setTimeout(resolve, 0));
     }
     w.#packMs = performance.now() - start;
     w.#resolve();
-    w.#dropFilePages();
     return w;
   }
 
@@ -288,19 +284,6 @@ export class ModelWeights {
       bytes += r.length;
     }
     return bytes;
-  }
-
-  /**
-   * With `evict: "after-pack"`, drops every page of the mapped file (madvise
-   * DONTNEED; the kernels fault back what they read). Reading the norms and
-   * biases (a few KiB each, copied out) maps whole page-cache folios around
-   * them on kernels that map large folios at once: on SmolLM2-135M Q4_1 (Linux
-   * 6.18) 31 MiB of the file before packing, source pages of packed matrices
-   * the forward pass never reads (35 MiB more when they were read again after
-   * packing; they are now read once).
-   */
-  #dropFilePages(): void {
-    if (this.evict === "after-pack") this.file.region.advise("dontneed");
   }
 
   /** Frees the packed copy, leaving the file mapped (its owner closes it). */
@@ -446,6 +429,16 @@ export class ModelWeights {
   *#packSteps(progress?: (done: number, total: number) => void): Generator<void> {
     const runs = this.#runs;
     const evict = this.evict !== "never";
+    // Reading the norms and biases (a few KiB each, copied out) maps whole
+    // page-cache folios around them on kernels that map large folios at once:
+    // on SmolLM2-135M Q4_1 (Linux 6.18) 31 MiB of the file, source pages of
+    // matrices about to be packed. Drop every page of the file first (the
+    // kernels fault back what they read), and again when every run is packed
+    // (fault-around while packing maps the runs' neighbours).
+    const dropFile = () => {
+      if (this.evict === "after-pack") this.file.region.advise("dontneed");
+    };
+    dropFile();
     // Experts stay in the mapped file: each token reads only its selected
     // experts' spans, and a packed copy would make all of them resident.
     const all = new Map<number, WeightRun>();
@@ -479,6 +472,7 @@ export class ModelWeights {
         progress?.(at, total);
         yield;
       }
+      dropFile();
     } catch (error) {
       this.#packedRuns.clear();
       this.#sources.length = 0;
