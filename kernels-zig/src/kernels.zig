@@ -1258,23 +1258,30 @@ inline fn blockScores(
     }
     while (jb < nb) : (jb += 1) {
         const krow = (j0 + jb) * stride + head_offset;
-        for (0..group) |g| {
-            const qg = q[g * hd ..][0..hd];
-            var acc: V = @splat(0);
-            var d: usize = 0;
-            if (L > 1) {
-                while (d + L <= hd) : (d += L) {
-                    const kf = kvLoad(T, L, k, krow + d);
-                    acc = @mulAdd(V, qLoad(T, L, qg, d), kf, acc);
-                }
-            }
-            var dot: f32 = treeSum(L, acc);
-            while (d < hd) : (d += 1) dot += qOne(T, qg[d]) * kvOne(T, k, krow + d);
-            var sc = dot * scale;
-            if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
-            s[g][jb] = sc;
+        for (0..group) |g| s[g][jb] = oneScore(T, q[g * hd ..][0..hd], k, krow, scale, softcap);
+    }
+}
+
+/// The score of one query head against the K row at element `krow`: the
+/// dot product L lanes at a time in head_dim order, the lanes reduced as
+/// `blockScores` reduces them, then scaled (and soft-capped).
+inline fn oneScore(comptime T: type, qg: []const f32, k: [*]const T, krow: usize, scale: f32, softcap: f32) f32 {
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    const hd = qg.len;
+    var acc: V = @splat(0);
+    var d: usize = 0;
+    if (L > 1) {
+        while (d + L <= hd) : (d += L) {
+            const kf = kvLoad(T, L, k, krow + d);
+            acc = @mulAdd(V, qLoad(T, L, qg, d), kf, acc);
         }
     }
+    var dot: f32 = treeSum(L, acc);
+    while (d < hd) : (d += 1) dot += qOne(T, qg[d]) * kvOne(T, k, krow + d);
+    var sc = dot * scale;
+    if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+    return sc;
 }
 
 /// One block of an online softmax: s[0..nb] (scores) becomes exp(s - m')
@@ -2090,22 +2097,7 @@ fn attentionGroupOneByOne(
         // Scores of the block for every head of the group.
         for (0..nb) |jj| {
             const krow = (j0 + jj) * stride + head_offset;
-            for (0..group) |g| {
-                const qg = q[g * hd ..][0..hd];
-                var acc: V = @splat(0);
-                var d: usize = 0;
-                if (L > 1) {
-                    while (d + L <= hd) : (d += L) {
-                        const kf = kvLoad(T, L, k, krow + d);
-                        acc = @mulAdd(V, qLoad(T, L, qg, d), kf, acc);
-                    }
-                }
-                var dot: f32 = treeSum(L, acc);
-                while (d < hd) : (d += 1) dot += qOne(T, qg[d]) * kvOne(T, k, krow + d);
-                var sc = dot * scale;
-                if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
-                s[g][jj] = sc;
-            }
+            for (0..group) |g| s[g][jj] = oneScore(T, q[g * hd ..][0..hd], k, krow, scale, softcap);
         }
         // Online softmax: rescale what was accumulated to the new maximum.
         for (0..group) |g| {
