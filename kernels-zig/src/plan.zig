@@ -66,7 +66,7 @@ pub const max_batch: u32 = 1024;
 pub const max_context: u32 = 1 << 22;
 pub const max_plans: usize = 64;
 /// Query heads sharing one KV head that the attention kernel takes at once
-/// (kernels.zig `attention_max_group`); larger groups go in several calls.
+/// (attention.zig `attention_max_group`); larger groups go in several calls.
 pub const attention_max_group: usize = 16;
 const max_dim: u32 = 1 << 20;
 

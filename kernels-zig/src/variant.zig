@@ -7,6 +7,7 @@
 const std = @import("std");
 const abi = @import("abi.zig");
 const k = @import("kernels.zig");
+const attn = @import("attention.zig");
 const bk = @import("block_kernels.zig");
 const blocks = @import("blocks.zig");
 
@@ -76,8 +77,8 @@ fn tileStripe(t: u32, base: [*]const u8, tr: usize, cols: usize, xq: [*]const ab
 fn attentionHead(kv_type: u32, q: [*]const f32, hd: usize, kc: *const anyopaque, vc: *const anyopaque, stride: usize, head_offset: usize, first: usize, n_pos: usize, scale: f32, softcap: f32, scores: [*]f32, out: [*]f32) callconv(.c) void {
     assert(hd >= 1 and first < n_pos);
     switch (kv_type) {
-        1 => k.attentionHead(f32, q[0..hd], @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, scores[0..n_pos], out[0..hd]),
-        2 => k.attentionHead(f16, q[0..hd], @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, scores[0..n_pos], out[0..hd]),
+        1 => attn.attentionHead(f32, q[0..hd], @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, scores[0..n_pos], out[0..hd]),
+        2 => attn.attentionHead(f16, q[0..hd], @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, scores[0..n_pos], out[0..hd]),
         else => unreachable,
     }
 }
@@ -87,11 +88,11 @@ fn attentionHead(kv_type: u32, q: [*]const f32, hd: usize, kc: *const anyopaque,
 fn attentionGroup(kv_type: u32, q: [*]const f32, group: usize, hd: usize, kc: *const anyopaque, vc: *const anyopaque, stride: usize, head_offset: usize, first: usize, n_pos: usize, scale: f32, softcap: f32, out: [*]f32) callconv(.c) void {
     assert(hd >= 1 and first < n_pos);
     switch (kv_type) {
-        1 => k.attentionGroup(f32, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
-        2 => k.attentionGroup(f16, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
+        1 => attn.attentionGroup(f32, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
+        2 => attn.attentionGroup(f16, q[0 .. group * hd], group, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]),
         3 => {
             assert(hd % abi.qk == 0 and stride % abi.qk == 0 and head_offset % abi.qk == 0);
-            k.attentionGroup(abi.BlockQ8_0, q[0 .. group * hd], group, @ptrCast(kc), @ptrCast(vc), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]);
+            attn.attentionGroup(abi.BlockQ8_0, q[0 .. group * hd], group, @ptrCast(kc), @ptrCast(vc), stride, head_offset, first, n_pos, scale, softcap, out[0 .. group * hd]);
         },
         else => unreachable,
     }
@@ -147,4 +148,5 @@ test {
     _ = bk;
     _ = blocks;
     _ = @import("k_panels.zig");
+    _ = attn;
 }

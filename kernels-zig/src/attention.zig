@@ -1,0 +1,686 @@
+//! Attention over a KV cache: one query head (`attentionHead`, two passes
+//! over a scores buffer), and the query heads of one KV head together
+//! (`attentionGroup`, an online softmax over blocks of positions, each K and
+//! V row read once for the whole group). The cache holds f32, f16 or Q8_0
+//! blocks; every path computes each score and each output with the same
+//! operations in the same order, so results are bit-identical between them
+//! and between variants of equal vector width.
+
+const std = @import("std");
+const builtin = @import("builtin");
+const abi = @import("abi.zig");
+const kernels = @import("kernels.zig");
+
+const assert = std.debug.assert;
+const qk = abi.qk;
+const BlockQ8_0 = abi.BlockQ8_0;
+const lanes = kernels.lanes;
+const exp = kernels.exp;
+
+/// Values [e, e + N) of a KV cache whose elements are T: f32, f16, or
+/// `BlockQ8_0` (llama.cpp's `-ctk q8_0 -ctv q8_0`), where element e is
+/// value e % 32 of block e / 32, dequantized (quant times the block's
+/// scale). For Q8_0, N divides 32 and e is a multiple of N, so the values lie
+/// in one block: every head row is a whole number of blocks (head_dim % 32 ==
+/// 0, checked where the cache is made) and the kernels step head_dim by N.
+inline fn kvLoad(comptime T: type, comptime N: usize, p: [*]const T, e: usize) @Vector(N, f32) {
+    if (T == BlockQ8_0) {
+        comptime assert(qk % N == 0);
+        assert(e % N == 0);
+        const b = &p[e / qk];
+        const qs: @Vector(N, i8) = b.qs[e % qk ..][0..N].*;
+        return @as(@Vector(N, f32), @floatFromInt(qs)) * @as(@Vector(N, f32), @splat(abi.f16ToF32(b.d)));
+    }
+    const v: @Vector(N, T) = p[e..][0..N].*;
+    return if (T == f32) v else @floatCast(v);
+}
+
+/// Value e of a KV cache of T elements (see `kvLoad`).
+inline fn kvOne(comptime T: type, p: [*]const T, e: usize) f32 {
+    if (T == BlockQ8_0) {
+        const b = &p[e / qk];
+        return @as(f32, @floatFromInt(b.qs[e % qk])) * abi.f16ToF32(b.d);
+    }
+    return @floatCast(p[e]);
+}
+
+/// x (f32 or a vector of f32) rounded to f16 (nearest even) and back.
+/// Vectors convert in one instruction with F16C; wasm32's LLVM backend
+/// rejects the vector cast, so there each lane converts on its own.
+inline fn roundF16(x: anytype) @TypeOf(x) {
+    const T = @TypeOf(x);
+    if (T == f32) return @floatCast(@as(f16, @floatCast(x)));
+    const N = @typeInfo(T).vector.len;
+    if (comptime builtin.cpu.arch.isWasm()) {
+        var r: [N]f32 = undefined;
+        inline for (0..N) |i| r[i] = @floatCast(@as(f16, @floatCast(x[i])));
+        return r;
+    }
+    return @floatCast(@as(@Vector(N, f16), @floatCast(x)));
+}
+
+/// N query values from q[d..] as the K.q product takes them. Over an f16
+/// cache they are rounded to f16 first, as llama.cpp does (its KQ product
+/// converts q to the cache's type), so that the product is f16 x f16
+/// summed in f32; over f32 and Q8_0 caches q stays f32.
+inline fn qLoad(comptime T: type, comptime N: usize, q: []const f32, d: usize) @Vector(N, f32) {
+    const v: @Vector(N, f32) = q[d..][0..N].*;
+    return if (T == f16) roundF16(v) else v;
+}
+
+/// One query value as `qLoad` gives it.
+inline fn qOne(comptime T: type, x: f32) f32 {
+    return if (T == f16) roundF16(x) else x;
+}
+
+/// out = softmax(scale * q.K[j] (soft-capped), j in [first, n_pos)) . V.
+/// Over an f16 cache, q is rounded to f16 first (`qLoad`).
+/// K and V rows are `stride` elements apart; this head's values start at
+/// `head_offset`. `scores` holds n_pos floats of scratch.
+pub fn attentionHead(
+    comptime T: type,
+    q: []const f32,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    scores: []f32,
+    out: []f32,
+) void {
+    const hd = q.len;
+    assert(first < n_pos and scores.len >= n_pos and out.len == hd);
+    var m: f32 = -std.math.inf(f32);
+    for (first..n_pos) |j| {
+        const krow = j * stride + head_offset;
+        var dot: f32 = 0;
+        const V = @Vector(lanes, f32);
+        var acc: V = @splat(0);
+        var d: usize = 0;
+        if (lanes > 1) {
+            while (d + lanes <= hd) : (d += lanes) {
+                const kf = kvLoad(T, lanes, k, krow + d);
+                const qv = qLoad(T, lanes, q, d);
+                acc = @mulAdd(V, qv, kf, acc);
+            }
+        }
+        dot = @reduce(.Add, acc);
+        while (d < hd) : (d += 1) dot += qOne(T, q[d]) * kvOne(T, k, krow + d);
+        var sc = dot * scale;
+        if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+        scores[j] = sc;
+        m = @max(m, sc);
+    }
+    var sum: f32 = 0;
+    for (first..n_pos) |j| {
+        const e = exp(scores[j] - m);
+        scores[j] = e;
+        sum += e;
+    }
+    const inv = 1.0 / sum;
+    @memset(out, 0);
+    for (first..n_pos) |j| {
+        const p = scores[j] * inv;
+        const vrow = j * stride + head_offset;
+        for (0..hd) |d| out[d] += p * kvOne(T, v, vrow + d);
+    }
+}
+
+/// exp(x) for x <= 0 (softmax after the max is subtracted), vectorized:
+/// x = n ln2 + r with |r| <= ln2 / 2, a degree-7 Taylor polynomial for e^r, and
+/// 2^n built in the exponent bits; within 2 ulp of expf, 0 below -87.
+inline fn expNonPositive(comptime N: usize, x_in: @Vector(N, f32)) @Vector(N, f32) {
+    const V = @Vector(N, f32);
+    const x = @max(x_in, @as(V, @splat(-87.0)));
+    const n = @round(x * @as(V, @splat(1.4426950408889634)));
+    // r = x - n ln2, with ln2 split in two for accuracy.
+    var r = @mulAdd(V, n, @as(V, @splat(-0.693145751953125)), x);
+    r = @mulAdd(V, n, @as(V, @splat(-1.428606765330187e-06)), r);
+    var p: V = @splat(1.0 / 5040.0);
+    p = @mulAdd(V, p, r, @splat(1.0 / 720.0));
+    p = @mulAdd(V, p, r, @splat(1.0 / 120.0));
+    p = @mulAdd(V, p, r, @splat(1.0 / 24.0));
+    p = @mulAdd(V, p, r, @splat(1.0 / 6.0));
+    p = @mulAdd(V, p, r, @splat(0.5));
+    p = @mulAdd(V, p, r, @splat(1.0));
+    p = @mulAdd(V, p, r, @splat(1.0));
+    const ni: @Vector(N, i32) = @intFromFloat(n);
+    const scale: V = @bitCast((ni + @as(@Vector(N, i32), @splat(127))) << @splat(23));
+    return p * scale;
+}
+
+pub const attention_max_group: usize = 16;
+
+/// Sum of a vector's lanes as a tree (halves added pairwise), not the
+/// strictly ordered chain `@reduce(.Add)` compiles to for floats.
+inline fn treeSum(comptime N: usize, v: @Vector(N, f32)) f32 {
+    if (N == 1) return v[0];
+    const half = N / 2;
+    const lo: @Vector(half, f32) = std.simd.extract(v, 0, half);
+    const hi: @Vector(half, f32) = std.simd.extract(v, half, half);
+    return treeSum(half, lo + hi);
+}
+/// Sums of N vectors of N lanes each, as one vector: lane i is
+/// `treeSum(N, v[i])` bit for bit. Each level adds the lower half of every
+/// segment to its upper half exactly as `treeSum` does, two vectors' segments
+/// at a time (shuffles gather them), so N sums cost N - 1 vector additions
+/// instead of N log2(N) narrowing steps.
+inline fn treeSums(comptime N: usize, v: *[N]@Vector(N, f32)) @Vector(N, f32) {
+    comptime var seg: usize = N; // segment length of the current level
+    comptime var count: usize = N; // vectors holding segments
+    inline while (seg > 1) {
+        const half = seg / 2;
+        // Output vector k takes the segments of inputs 2k and 2k+1: input
+        // 2k's segments (N / seg of them) become the first half of lanes.
+        const masks = comptime blk: {
+            var lo: [N]i32 = undefined;
+            var hi: [N]i32 = undefined;
+            const per = N / seg; // segments per vector
+            for (0..2) |src| {
+                for (0..per) |s| {
+                    for (0..half) |i| {
+                        const out_lane = src * (N / 2) + s * half + i;
+                        const in_lane = s * seg + i;
+                        // @shuffle: indices >= 0 pick from a, ~i from b.
+                        lo[out_lane] = if (src == 0) in_lane else ~@as(i32, in_lane);
+                        hi[out_lane] = if (src == 0) in_lane + half else ~@as(i32, in_lane + half);
+                    }
+                }
+            }
+            break :blk .{ @as(@Vector(N, i32), lo), @as(@Vector(N, i32), hi) };
+        };
+        inline for (0..count / 2) |k| {
+            const a = v[2 * k];
+            const b = v[2 * k + 1];
+            v[k] = @shuffle(f32, a, b, masks[0]) + @shuffle(f32, a, b, masks[1]);
+        }
+        seg = half;
+        count /= 2;
+    }
+    return v[0];
+}
+const attention_block: usize = 32;
+
+/// Scores of positions [j0, j0 + nb) for every head of a group, into s:
+/// L positions at a time (their L sums reduced together), the rest one at a
+/// time; each score gets the same arithmetic either way.
+inline fn blockScores(
+    comptime T: type,
+    q: []const f32,
+    group: usize,
+    hd: usize,
+    k: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    j0: usize,
+    nb: usize,
+    scale: f32,
+    softcap: f32,
+    s: *[attention_max_group][attention_block]f32,
+) void {
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var jb: usize = 0;
+    if (L > 1) {
+        while (hd % L == 0 and jb + L <= nb) : (jb += L) {
+            for (0..group) |g| {
+                const qg = q[g * hd ..][0..hd];
+                // The L chains interleaved, each in head_dim order.
+                const kblock = (j0 + jb) * stride + head_offset;
+                var acc: [L]V = @splat(@splat(0));
+                var d: usize = 0;
+                while (d < hd) : (d += L) {
+                    const qv = qLoad(T, L, qg, d);
+                    inline for (0..L) |r| {
+                        const kf = kvLoad(T, L, k, kblock + r * stride + d);
+                        acc[r] = @mulAdd(V, qv, kf, acc[r]);
+                    }
+                }
+                const sc = treeSums(L, &acc) * @as(V, @splat(scale));
+                s[g][jb..][0..L].* = sc;
+                if (softcap > 0) {
+                    for (s[g][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
+                }
+            }
+        }
+    }
+    while (jb < nb) : (jb += 1) {
+        const krow = (j0 + jb) * stride + head_offset;
+        for (0..group) |g| s[g][jb] = oneScore(T, q[g * hd ..][0..hd], k, krow, scale, softcap);
+    }
+}
+
+/// The score of one query head against the K row at element `krow`: the
+/// dot product L lanes at a time in head_dim order, the lanes reduced as
+/// `blockScores` reduces them, then scaled (and soft-capped).
+inline fn oneScore(comptime T: type, qg: []const f32, k: [*]const T, krow: usize, scale: f32, softcap: f32) f32 {
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    const hd = qg.len;
+    var acc: V = @splat(0);
+    var d: usize = 0;
+    if (L > 1) {
+        while (d + L <= hd) : (d += L) {
+            const kf = kvLoad(T, L, k, krow + d);
+            acc = @mulAdd(V, qLoad(T, L, qg, d), kf, acc);
+        }
+    }
+    var dot: f32 = treeSum(L, acc);
+    while (d < hd) : (d += 1) dot += qOne(T, qg[d]) * kvOne(T, k, krow + d);
+    var sc = dot * scale;
+    if (softcap > 0) sc = softcap * std.math.tanh(sc / softcap);
+    return sc;
+}
+
+/// One block of an online softmax: s[0..nb] (scores) becomes exp(s - m')
+/// where m' is the running maximum m taken over the block too; l, the running
+/// sum, is rescaled to m' and the block's sum added. Returns the factor
+/// exp(m - m') that earlier sums (and outputs) take.
+inline fn softmaxStep(s: *[attention_block]f32, nb: usize, m: *f32, l: *f32) f32 {
+    // The block maximum (exact in any order for finite scores).
+    var bm: f32 = -std.math.inf(f32);
+    var jm: usize = 0;
+    if (lanes > 1 and nb >= 16) {
+        var vm: @Vector(16, f32) = s[0..16].*;
+        jm = 16;
+        while (jm + 16 <= nb) : (jm += 16) vm = @max(vm, @as(@Vector(16, f32), s[jm..][0..16].*));
+        bm = @reduce(.Max, vm);
+    }
+    for (s[jm..nb]) |x| bm = @max(bm, x);
+    const new_m = @max(m.*, bm);
+    const corr: f32 = if (m.* == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m.* - new_m))[0];
+    m.* = new_m;
+    var sum: f32 = 0;
+    var jj: usize = 0;
+    while (jj + 16 <= nb) : (jj += 16) {
+        const e = expNonPositive(16, s[jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
+        s[jj..][0..16].* = e;
+        sum += treeSum(16, e);
+    }
+    while (jj < nb) : (jj += 1) {
+        const e = expNonPositive(1, @splat(s[jj] - new_m))[0];
+        s[jj] = e;
+        sum += e;
+    }
+    l.* = l.* * corr + sum;
+    return corr;
+}
+
+/// Attention of `group` query heads (consecutive, head_dim values each, at
+/// q) that share one KV head, over cache rows [first, n_pos): online
+/// softmax over blocks of 32 positions, each K and V row read once for the
+/// whole group. No scratch beyond the stack; out is group x head_dim.
+/// Over an f16 cache, q is rounded to f16 first, as llama.cpp does
+/// (`qLoad`).
+pub fn attentionGroup(
+    comptime T: type,
+    q: []const f32,
+    group: usize,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    out: []f32,
+) void {
+    assert(group >= 1 and group <= attention_max_group);
+    assert(q.len % group == 0 and out.len == q.len and first < n_pos);
+    const hd = q.len / group;
+    const B = attention_block;
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var m: [attention_max_group]f32 = undefined;
+    var l: [attention_max_group]f32 = undefined;
+    var s: [attention_max_group][B]f32 align(64) = undefined;
+    @memset(m[0..group], -std.math.inf(f32));
+    @memset(l[0..group], 0);
+    @memset(out, 0);
+    var j0 = first;
+    while (j0 < n_pos) : (j0 += B) {
+        const nb = @min(B, n_pos - j0);
+        blockScores(T, q, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
+        for (0..group) |g| {
+            // Online softmax: rescale what was accumulated to the new maximum.
+            const corr = softmaxStep(&s[g], nb, &m[g], &l[g]);
+            if (corr != 1) {
+                for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
+            }
+        }
+        // out += p . V: each L-lane slice of each head's output stays in a
+        // register over the block's positions (in position order, as one
+        // fma chain per lane), then the tail of head_dim one value at a time.
+        // Four slices at a time make four independent chains (an fma chain
+        // alone waits on its latency).
+        const d_vec: usize = if (L > 1) hd - hd % L else 0;
+        var d: usize = 0;
+        while (L > 1 and d + 4 * L <= d_vec) : (d += 4 * L) {
+            for (0..group) |g| {
+                const o = out[g * hd + d ..][0 .. 4 * L];
+                var acc: [4]V = undefined;
+                inline for (0..4) |c| acc[c] = o[c * L ..][0..L].*;
+                for (0..nb) |jj| {
+                    const vrow = (j0 + jj) * stride + head_offset + d;
+                    const p: V = @splat(s[g][jj]);
+                    inline for (0..4) |c| {
+                        const vf = kvLoad(T, L, v, vrow + c * L);
+                        acc[c] = @mulAdd(V, p, vf, acc[c]);
+                    }
+                }
+                inline for (0..4) |c| o[c * L ..][0..L].* = acc[c];
+            }
+        }
+        while (L > 1 and d < d_vec) : (d += L) {
+            for (0..group) |g| {
+                const o = out[g * hd + d ..][0..L];
+                var acc: V = o.*;
+                for (0..nb) |jj| {
+                    const vf = kvLoad(T, L, v, (j0 + jj) * stride + head_offset + d);
+                    acc = @mulAdd(V, @splat(s[g][jj]), vf, acc);
+                }
+                o.* = acc;
+            }
+        }
+        for (0..nb) |jj| {
+            const vrow = (j0 + jj) * stride + head_offset;
+            for (d_vec..hd) |dd| {
+                const vf = kvOne(T, v, vrow + dd);
+                for (0..group) |g| out[g * hd + dd] += s[g][jj] * vf;
+            }
+        }
+    }
+    for (0..group) |g| {
+        const inv = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+const testing = std.testing;
+const expectClose = kernels.expectClose;
+const expectCloseMag = kernels.expectCloseMag;
+const quantizeQ8_0 = kernels.quantizeQ8_0;
+
+test "attention over an f16 cache matches a plain softmax" {
+    const hd = 8;
+    var q: [hd]f32 = .{ 0.5, -1, 0.25, 2, 0, 1, -0.5, 0.75 };
+    var kc: [4 * hd]f16 = undefined;
+    var vc: [4 * hd]f16 = undefined;
+    for (&kc, &vc, 0..) |*a, *b, i| {
+        a.* = @floatCast(@as(f32, @floatFromInt(@as(i32, @intCast(i % 7)) - 3)) * 0.25);
+        b.* = @floatCast(@as(f32, @floatFromInt(i)) * 0.125);
+    }
+    var scores: [4]f32 = undefined;
+    var out: [hd]f32 = undefined;
+    attentionHead(f16, &q, &kc, &vc, hd, 0, 1, 4, 0.35, 0, &scores, &out);
+    var w: [4]f64 = undefined;
+    var total: f64 = 0;
+    for (1..4) |j| {
+        var d: f64 = 0;
+        for (0..hd) |i| d += q[i] * @as(f64, @floatCast(kc[j * hd + i]));
+        w[j] = @exp(d * 0.35);
+        total += w[j];
+    }
+    for (0..hd) |i| {
+        var want: f64 = 0;
+        for (1..4) |j| want += w[j] / total * @as(f64, @floatCast(vc[j * hd + i]));
+        try expectClose(@floatCast(want), out[i], 1e-5);
+    }
+}
+
+test "grouped online-softmax attention matches the two-pass head kernel" {
+    var prng = std.Random.DefaultPrng.init(21);
+    const rng = prng.random();
+    inline for (.{ f32, f16 }) |T| {
+        for ([_]usize{ 1, 3, 4 }) |group| {
+            for ([_]usize{ 1, 31, 32, 33, 100 }) |n_pos| {
+                const hd = 40;
+                const n_kv = 2;
+                const stride = n_kv * hd;
+                var kc: [100 * 2 * 40]T = undefined;
+                var vc: [100 * 2 * 40]T = undefined;
+                for (&kc, &vc) |*a, *b| {
+                    a.* = @floatCast(rng.float(f32) * 2 - 1);
+                    b.* = @floatCast(rng.float(f32) * 2 - 1);
+                }
+                var q: [4 * 40]f32 = undefined;
+                for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                var out: [4 * 40]f32 = undefined;
+                const first: usize = if (n_pos > 40) 7 else 0;
+                const softcap: f32 = if (group == 3) 5 else 0;
+                attentionGroup(T, q[0 .. group * hd], group, &kc, &vc, stride, hd, first, n_pos, 0.2, softcap, out[0 .. group * hd]);
+                for (0..group) |g| {
+                    var scores: [100]f32 = undefined;
+                    var want: [40]f32 = undefined;
+                    attentionHead(T, q[g * hd ..][0..hd], &kc, &vc, stride, hd, first, n_pos, 0.2, softcap, &scores, &want);
+                    for (0..hd) |d| try expectCloseMag(want[d], out[g * hd + d], 2e-5, 1);
+                }
+            }
+        }
+    }
+}
+
+/// attentionGroup as it was before its scores were reduced L at a time and
+/// its outputs kept in registers: one score, one reduction and one V row at a
+/// time. The test below holds the current kernel to it bit for bit, so that
+/// the faster loop order changed no result.
+fn attentionGroupOneByOne(
+    comptime T: type,
+    q: []const f32,
+    group: usize,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos: usize,
+    scale: f32,
+    softcap: f32,
+    out: []f32,
+) void {
+    assert(group >= 1 and group <= attention_max_group);
+    assert(q.len % group == 0 and out.len == q.len and first < n_pos);
+    const hd = q.len / group;
+    const B = attention_block;
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var m: [attention_max_group]f32 = undefined;
+    var l: [attention_max_group]f32 = undefined;
+    var s: [attention_max_group][B]f32 align(64) = undefined;
+    @memset(m[0..group], -std.math.inf(f32));
+    @memset(l[0..group], 0);
+    @memset(out, 0);
+    var j0 = first;
+    while (j0 < n_pos) : (j0 += B) {
+        const nb = @min(B, n_pos - j0);
+        // Scores of the block for every head of the group.
+        for (0..nb) |jj| {
+            const krow = (j0 + jj) * stride + head_offset;
+            for (0..group) |g| s[g][jj] = oneScore(T, q[g * hd ..][0..hd], k, krow, scale, softcap);
+        }
+        // Online softmax: rescale what was accumulated to the new maximum.
+        for (0..group) |g| {
+            var bm: f32 = -std.math.inf(f32);
+            for (s[g][0..nb]) |x| bm = @max(bm, x);
+            const new_m = @max(m[g], bm);
+            const corr: f32 = if (m[g] == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m[g] - new_m))[0];
+            m[g] = new_m;
+            var sum: f32 = 0;
+            var jj: usize = 0;
+            while (jj + 16 <= nb) : (jj += 16) {
+                const e = expNonPositive(16, s[g][jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
+                s[g][jj..][0..16].* = e;
+                sum += treeSum(16, e);
+            }
+            while (jj < nb) : (jj += 1) {
+                const e = expNonPositive(1, @splat(s[g][jj] - new_m))[0];
+                s[g][jj] = e;
+                sum += e;
+            }
+            l[g] = l[g] * corr + sum;
+            if (corr != 1) {
+                for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
+            }
+        }
+        // out += p . V, each V row converted once for the group.
+        for (0..nb) |jj| {
+            const vrow = (j0 + jj) * stride + head_offset;
+            var d: usize = 0;
+            if (L > 1) {
+                while (d + L <= hd) : (d += L) {
+                    const vf = kvLoad(T, L, v, vrow + d);
+                    for (0..group) |g| {
+                        const o = out[g * hd + d ..][0..L];
+                        o.* = @mulAdd(V, @splat(s[g][jj]), vf, o.*);
+                    }
+                }
+            }
+            while (d < hd) : (d += 1) {
+                const vf = kvOne(T, v, vrow + d);
+                for (0..group) |g| out[g * hd + d] += s[g][jj] * vf;
+            }
+        }
+    }
+    for (0..group) |g| {
+        const inv = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
+    }
+}
+
+test "attention over an f16 cache rounds q to f16, as llama.cpp" {
+    // llama.cpp's KQ product converts q to the cache's f16; an exact f64
+    // two-pass softmax of f16(q) is the reference. Without the rounding the
+    // kernel is ~1e-4 off.
+    var prng = std.Random.DefaultPrng.init(41);
+    const rng = prng.random();
+    const hd = 64;
+    const n_pos = 20;
+    const group = 2;
+    var kc: [n_pos * hd]f16 = undefined;
+    var vc: [n_pos * hd]f16 = undefined;
+    for (&kc, &vc) |*a, *b| {
+        a.* = @floatCast(rng.float(f32) * 2 - 1);
+        b.* = @floatCast(rng.float(f32) * 2 - 1);
+    }
+    var q: [group * hd]f32 = undefined;
+    for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+    var out: [group * hd]f32 = undefined;
+    const scale: f32 = 0.125;
+    attentionGroup(f16, &q, group, &kc, &vc, hd, 0, 0, n_pos, scale, 0, &out);
+    var worst: f64 = 0;
+    for (0..group) |g| {
+        var sc: [n_pos]f64 = undefined;
+        var m: f64 = -std.math.inf(f64);
+        for (0..n_pos) |j| {
+            var dot: f64 = 0;
+            for (0..hd) |d| dot += @as(f64, qOne(f16, q[g * hd + d])) * @as(f64, kc[j * hd + d]);
+            sc[j] = dot * scale;
+            m = @max(m, sc[j]);
+        }
+        var l: f64 = 0;
+        for (&sc) |*x| {
+            x.* = @exp(x.* - m);
+            l += x.*;
+        }
+        for (0..hd) |d| {
+            var acc: f64 = 0;
+            for (0..n_pos) |j| acc += sc[j] * @as(f64, vc[j * hd + d]);
+            worst = @max(worst, @abs(acc / l - out[g * hd + d]));
+        }
+    }
+    try std.testing.expect(worst < 1e-5);
+}
+
+test "attention: scores L at a time and register outputs change no bit" {
+    var prng = std.Random.DefaultPrng.init(33);
+    const rng = prng.random();
+    inline for (.{ f32, f16 }) |T| {
+        for ([_]usize{ 1, 3, 4, 7 }) |group| {
+            for ([_]usize{ 40, 64, 128 }) |hd| {
+                for ([_]usize{ 1, 15, 16, 17, 33, 70 }) |n_pos| {
+                    const n_kv = 2;
+                    const stride = n_kv * hd;
+                    var kc: [70 * 2 * 128]T = undefined;
+                    var vc: [70 * 2 * 128]T = undefined;
+                    for (&kc, &vc) |*a, *b| {
+                        a.* = @floatCast(rng.float(f32) * 2 - 1);
+                        b.* = @floatCast(rng.float(f32) * 2 - 1);
+                    }
+                    var q: [7 * 128]f32 = undefined;
+                    for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                    var got: [7 * 128]f32 = undefined;
+                    var want: [7 * 128]f32 = undefined;
+                    const first: usize = if (n_pos > 40) 5 else 0;
+                    const softcap: f32 = if (group == 3) 5 else 0;
+                    const n = group * hd;
+                    attentionGroup(T, q[0..n], group, &kc, &vc, stride, hd, first, n_pos, 0.125, softcap, got[0..n]);
+                    attentionGroupOneByOne(T, q[0..n], group, &kc, &vc, stride, hd, first, n_pos, 0.125, softcap, want[0..n]);
+                    for (got[0..n], want[0..n]) |a, b| try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
+                }
+            }
+        }
+    }
+}
+
+test "the softmax exp is within 2 ulp of expf" {
+    var x: f32 = -87;
+    while (x <= 0) : (x += 0.0137) {
+        const got = expNonPositive(1, @splat(x))[0];
+        const want = @exp(x);
+        if (@abs(got - want) > 2 * (std.math.nextAfter(f32, want, 1) - want) + 1e-37) {
+            std.debug.print("x {d} got {e} want {e}\n", .{ x, got, want });
+            return error.TestUnexpectedResult;
+        }
+    }
+}
+
+test "attention over a Q8_0 cache equals attention over its dequantized values" {
+    var prng = std.Random.DefaultPrng.init(47);
+    const rng = prng.random();
+    for ([_]usize{ 1, 3, 7 }) |group| {
+        for ([_]usize{ 32, 64, 128 }) |hd| {
+            for ([_]usize{ 1, 15, 16, 33, 70 }) |n_pos| {
+                const n_kv = 2;
+                const stride = n_kv * hd;
+                var kf: [70 * 2 * 128]f32 = undefined;
+                var vf: [70 * 2 * 128]f32 = undefined;
+                var kq: [70 * 2 * 128 / qk]BlockQ8_0 = undefined;
+                var vq: [70 * 2 * 128 / qk]BlockQ8_0 = undefined;
+                const values = n_pos * stride;
+                for (kf[0..values], vf[0..values]) |*a, *b| {
+                    a.* = rng.float(f32) * 2 - 1;
+                    b.* = rng.float(f32) * 2 - 1;
+                }
+                try testing.expect(quantizeQ8_0(kf[0..values], kq[0 .. values / qk]));
+                try testing.expect(quantizeQ8_0(vf[0..values], vq[0 .. values / qk]));
+                // The f32 cache holds exactly the values the Q8_0 one decodes to.
+                for (0..values) |e| {
+                    kf[e] = kvOne(BlockQ8_0, &kq, e);
+                    vf[e] = kvOne(BlockQ8_0, &vq, e);
+                }
+                var q: [7 * 128]f32 = undefined;
+                for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                var got: [7 * 128]f32 = undefined;
+                var want: [7 * 128]f32 = undefined;
+                var slow: [7 * 128]f32 = undefined;
+                const first: usize = if (n_pos > 40) 5 else 0;
+                const n = group * hd;
+                attentionGroup(BlockQ8_0, q[0..n], group, &kq, &vq, stride, hd, first, n_pos, 0.125, 0, got[0..n]);
+                attentionGroup(f32, q[0..n], group, &kf, &vf, stride, hd, first, n_pos, 0.125, 0, want[0..n]);
+                attentionGroupOneByOne(BlockQ8_0, q[0..n], group, &kq, &vq, stride, hd, first, n_pos, 0.125, 0, slow[0..n]);
+                for (got[0..n], want[0..n], slow[0..n]) |a, b, c| {
+                    try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
+                    try std.testing.expectEqual(@as(u32, @bitCast(c)), @as(u32, @bitCast(a)));
+                }
+            }
+        }
+    }
+}
