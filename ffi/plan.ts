@@ -49,9 +49,15 @@ export const RUN_KIND = {
   PACKED_Q6_K: 9,
   /** Q5_0 panels: the Q4_0 record with the rows' 32-bit fifth-bit words (352 bytes). */
   PACKED_Q5_0: 10,
+  /**
+   * Panels of a fused run whose members have different panel types (a Q4_K_M file's Q6_K
+   * `attn_v` beside Q4_K `q` and `k`), member after member, each in its own type
+   * ({@link WeightRun.types}: the tile type each was packed from).
+   */
+  PACKED_MIXED: 11,
 } as const;
 
-/** The panel types: what {@link packableQuant} gives and {@link packedBytes} takes. */
+/** The panel types: what {@link panelQuants} gives and {@link packedBytes} takes. */
 export type PanelQuant = "q4_0" | "q8_0" | "q4_1" | "q5_0" | "q4_k" | "q6_k";
 
 /** One of {@link RUN_KIND}'s values. */
@@ -81,9 +87,10 @@ export interface WeightRun {
   /** Output rows of each member. */
   rows: readonly number[];
   /**
-   * Tile type of each member (`TILE_TYPE`, docs/FORMAT.md), for kind
-   * `TILES` only: members may differ (a Q4_K_M file's Q6_K attn_v beside its
-   * Q4_K q and k), but must all be quantized or all float (F32/F16/BF16).
+   * Tile type of each member (`TILE_TYPE`, docs/FORMAT.md), for kinds
+   * `TILES` and `PACKED_MIXED` only: members may differ (a Q4_K_M file's Q6_K
+   * attn_v beside its Q4_K q and k), but must all be quantized or all float
+   * (F32/F16/BF16).
    */
   types?: readonly number[];
 }
@@ -124,26 +131,31 @@ export function actRowBytes(cols: number): number {
 /**
  * Bytes of a run packed into 16-row panels: each member padded to whole
  * panels, 288 (Q4_0), 320 (Q4_1), 352 (Q5_0) or 544 (Q8_0) bytes per panel and group of
- * 32 columns, 2,368 (Q4_K) or 3,360 (Q6_K) per panel and 256 columns.
+ * 32 columns, 2,368 (Q4_K) or 3,360 (Q6_K) per panel and 256 columns. `quant` is every
+ * member's panel type, or one per member (as {@link panelQuants} gives them).
  *
  * @example
  * ```ts
  * import { packedBytes } from "./plan.ts";
  * console.log(packedBytes("q8_0", 64, [16])); // 1088
+ * console.log(packedBytes(["q4_k", "q6_k"], 256, [16, 16])); // 5728
  * ```
  */
 export function packedBytes(
-  quant: PanelQuant,
+  quant: PanelQuant | readonly PanelQuant[],
   cols: number,
   rows: readonly number[],
 ): number {
-  const record = PANEL_RECORD[quant];
-  const groups = quant === "q4_k" || quant === "q6_k"
-    ? Math.ceil(cols / 256)
-    : Math.ceil(cols / 32);
-  let panels = 0;
-  for (const r of rows) panels += Math.ceil(r / 16);
-  return panels * groups * record;
+  if (typeof quant !== "string" && quant.length !== rows.length) {
+    throw new RangeError(`packedBytes: ${quant.length} panel types for ${rows.length} members`);
+  }
+  let total = 0;
+  rows.forEach((r, m) => {
+    const q = typeof quant === "string" ? quant : quant[m];
+    const groups = q === "q4_k" || q === "q6_k" ? Math.ceil(cols / 256) : Math.ceil(cols / 32);
+    total += Math.ceil(r / 16) * groups * PANEL_RECORD[q];
+  });
+  return total;
 }
 
 function u32(value: number, what: string): number {
@@ -184,13 +196,13 @@ function runWords(r: WeightRun): Uint32Array {
   w[6] = u32(r.cols, "run cols");
   w[7] = r.rows.length;
   r.rows.forEach((n, i) => w[8 + i] = u32(n, "run rows"));
-  if (r.kind === RUN_KIND.TILES) {
+  if (r.kind === RUN_KIND.TILES || r.kind === RUN_KIND.PACKED_MIXED) {
     if (r.types === undefined || r.types.length !== r.rows.length) {
-      throw new RangeError(`plan: a TILES run needs one tile type per member`);
+      throw new RangeError(`plan: a TILES or PACKED_MIXED run needs one tile type per member`);
     }
     r.types.forEach((t, i) => w[16 + i] = u32(t, "run tile type"));
   } else if (r.types !== undefined) {
-    throw new RangeError(`plan: only TILES runs carry per-member tile types`);
+    throw new RangeError(`plan: only TILES and PACKED_MIXED runs carry per-member tile types`);
   }
   return w;
 }
@@ -228,7 +240,8 @@ export function moeScratchBytes(hidden: number, expertFfn: number, quantized: bo
 export function kQuantRun(r: Pick<WeightRun, "kind" | "cols" | "rows" | "types">): boolean {
   if (r.cols % 256 !== 0) return false;
   if (r.kind === RUN_KIND.PACKED_Q4_K || r.kind === RUN_KIND.PACKED_Q6_K) return true;
-  if (r.kind !== RUN_KIND.TILES || r.types === undefined || r.types.length === 0) return false;
+  if (r.kind !== RUN_KIND.TILES && r.kind !== RUN_KIND.PACKED_MIXED) return false;
+  if (r.types === undefined || r.types.length === 0) return false;
   // Tile types 7, 8, 9: Q4_K, Q5_K, Q6_K (formats/cflow/tile.ts).
   return r.types.every((t) => t === 7 || t === 8 || t === 9);
 }
@@ -253,34 +266,57 @@ const PANEL_KIND: Record<PanelQuant, RunKind> = {
   q6_k: RUN_KIND.PACKED_Q6_K,
 };
 
+/** The panel type of each tile type that has one (`TILE_TYPE`: Q4_0, Q8_0, Q4_1, Q5_0, Q4_K, Q6_K). */
+const TILE_PANEL: ReadonlyMap<number, PanelQuant> = new Map([
+  [1, "q4_0"],
+  [2, "q8_0"],
+  [4, "q4_1"],
+  [5, "q5_0"],
+  [7, "q4_k"],
+  [9, "q6_k"],
+]);
+
 /**
- * The panel type a tiled run packs into: Q4_0 and Q8_0 runs, and runs whose
- * members are all Q4_1, all Q5_0, all Q4_K or all Q6_K (tile types 4, 5, 7, 9; K types
- * need whole 256-column super-blocks, which their tiles always hold);
- * undefined for the others, which stay in tiles.
+ * The panel type each member of a tiled run packs into, or undefined when
+ * the run stays in tiles: a member whose type has no panels (F32, F16, Q5_K,
+ * ...), columns that are not whole records (groups of 32; super-blocks of
+ * 256 for Q4_K and Q6_K), or members that read different activations (K
+ * types read Q8_K rows, the others Q8_0 rows: a run mixing the two).
+ * Members may otherwise differ: a Q4_K_M file's Q6_K `attn_v` packs beside
+ * its Q4_K `attn_q` and `attn_k` (plan.zig `packed_mixed`).
  *
  * @example
  * ```ts ignore
- * import { packableQuant, RUN_KIND } from "./plan.ts";
- * console.log(packableQuant({ ...run, kind: RUN_KIND.TILES, types: [4, 4] })); // "q4_1"
+ * import { panelQuants, RUN_KIND } from "./plan.ts";
+ * console.log(panelQuants({ ...run, kind: RUN_KIND.TILES, types: [7, 7, 9] })); // ["q4_k", "q4_k", "q6_k"]
  * ```
  */
-export function packableQuant(r: WeightRun): PanelQuant | undefined {
-  if (r.kind === RUN_KIND.TILES_Q4_0) return "q4_0";
-  if (r.kind === RUN_KIND.TILES_Q8_0) return "q8_0";
-  if (r.kind !== RUN_KIND.TILES || r.types === undefined || r.types.length === 0) return undefined;
-  const t = r.types[0];
-  if (!r.types.every((u) => u === t)) return undefined;
-  if (t === 4) return "q4_1";
-  if (t === 5) return "q5_0";
-  if (t === 7 && r.cols % 256 === 0) return "q4_k";
-  if (t === 9 && r.cols % 256 === 0) return "q6_k";
-  return undefined;
+export function panelQuants(
+  r: Pick<WeightRun, "kind" | "cols" | "rows" | "types">,
+): PanelQuant[] | undefined {
+  let types: readonly number[];
+  if (r.kind === RUN_KIND.TILES_Q4_0) types = r.rows.map(() => 1);
+  else if (r.kind === RUN_KIND.TILES_Q8_0) types = r.rows.map(() => 2);
+  else if (r.kind === RUN_KIND.TILES && r.types !== undefined) types = r.types;
+  else return undefined;
+  if (types.length === 0 || types.length !== r.rows.length) return undefined;
+  const quants: PanelQuant[] = [];
+  for (const t of types) {
+    const q = TILE_PANEL.get(t);
+    if (q === undefined) return undefined;
+    const k = q === "q4_k" || q === "q6_k";
+    if (r.cols % (k ? 256 : 32) !== 0) return undefined;
+    quants.push(q);
+  }
+  const k = quants.filter((q) => q === "q4_k" || q === "q6_k").length;
+  if (k !== 0 && k !== quants.length) return undefined;
+  return quants;
 }
 
 /**
- * Packs a tiled Q4_0, Q8_0, Q4_1, Q5_0, Q4_K or Q6_K run into 16-row panels at `dstOffset` of `dst`
- * and returns the packed run. With `evictSource`, the source pages are
+ * Packs a tiled run of Q4_0, Q8_0, Q4_1, Q5_0, Q4_K or Q6_K members ({@link panelQuants}) into
+ * 16-row panels at `dstOffset` of `dst` and returns the packed run (`PACKED_MIXED` when its
+ * members' types differ). With `evictSource`, the source pages are
  * dropped (MADV_DONTNEED) as they are packed, so that packing a large
  * matrix never holds both copies.
  *
@@ -297,11 +333,13 @@ export function packRun(
   dstOffset: number,
   options: { evictSource?: boolean } = {},
 ): WeightRun {
-  const quant = packableQuant(src);
-  if (quant === undefined) {
-    throw new RangeError("packRun: only Q4_0, Q8_0, Q4_1, Q5_0, Q4_K and Q6_K tiles pack");
+  const quants = panelQuants(src);
+  if (quants === undefined) {
+    throw new RangeError(
+      "packRun: only runs of Q4_0, Q8_0, Q4_1, Q5_0, Q4_K and Q6_K tiles pack, K and other types apart",
+    );
   }
-  const length = packedBytes(quant, src.cols, src.rows);
+  const length = packedBytes(quants, src.cols, src.rows);
   if (!Number.isSafeInteger(dstOffset) || dstOffset < 0 || dstOffset + length > dst.size) {
     throw new RangeError(`packRun: [${dstOffset}, +${length}) does not fit ${dst.size} bytes`);
   }
@@ -314,13 +352,15 @@ export function packRun(
     options.evictSource ? 1 : 0,
   );
   if (rc !== STATUS.OK) throw new KernelError("cf_pack", rc);
+  const uniform = quants.every((q) => q === quants[0]);
   return {
-    kind: PANEL_KIND[quant],
+    kind: uniform ? PANEL_KIND[quants[0]] : RUN_KIND.PACKED_MIXED,
     region: dst,
     offset: dstOffset,
     length,
     cols: src.cols,
     rows: src.rows,
+    ...(uniform ? {} : { types: src.types }),
   };
 }
 

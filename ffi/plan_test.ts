@@ -6,6 +6,7 @@ import {
   actRowBytes,
   packedBytes,
   packRun,
+  panelQuants,
   PlanBuilder,
   RUN_KIND,
   type WeightRun,
@@ -374,4 +375,63 @@ Deno.test("route and moe refuse what does not fit", () => {
   assert.equal(bad(moe(run, 6144)), STATUS.INVALID_ARG);
   assert.throws(() => new PlanBuilder().lincomb(X, X, X, 32, Infinity, 1), RangeError);
   run.region.close();
+});
+
+Deno.test("panelQuants: members may differ in type, not in the activations they read", () => {
+  const run = (types: number[], cols: number) => ({
+    kind: RUN_KIND.TILES,
+    cols,
+    rows: types.map(() => 256),
+    types,
+  });
+  // A Q4_K_M file's fused Q/K/V: Q4_K q and k, Q6_K v (Qwen2.5-Coder-1.5B); Q5_0 and Q8_0 (0.5B).
+  assert.deepEqual(panelQuants(run([7, 7, 9], 1536)), ["q4_k", "q4_k", "q6_k"]);
+  assert.deepEqual(panelQuants(run([5, 5, 2], 896)), ["q5_0", "q5_0", "q8_0"]);
+  assert.deepEqual(panelQuants(run([1, 4], 64)), ["q4_0", "q4_1"]);
+  // K members read Q8_K activations, the others Q8_0 rows: one run cannot mix them.
+  assert.equal(panelQuants(run([7, 2], 1536)), undefined);
+  // K records are whole super-blocks; other records whole groups of 32.
+  assert.equal(panelQuants(run([7, 9], 896)), undefined);
+  assert.equal(panelQuants(run([5, 2], 48)), undefined);
+  // Types without panels (F16, Q5_K) keep the run in tiles.
+  assert.equal(panelQuants(run([5, 10], 64)), undefined);
+  assert.equal(panelQuants(run([8, 7], 256)), undefined);
+  assert.deepEqual(panelQuants({ kind: RUN_KIND.TILES_Q8_0, cols: 64, rows: [16, 16] }), [
+    "q8_0",
+    "q8_0",
+  ]);
+  assert.equal(panelQuants({ kind: RUN_KIND.TILES_F32, cols: 64, rows: [16] }), undefined);
+  // Bytes: each member's panels in its own type.
+  assert.equal(packedBytes(["q4_k", "q6_k"], 256, [16, 20]), 2368 + 2 * 3360);
+  assert.equal(
+    packedBytes(["q4_k", "q6_k"], 512, [16, 16]),
+    packedBytes("q4_k", 512, [16]) +
+      packedBytes("q6_k", 512, [16]),
+  );
+  assert.throws(() => packedBytes(["q4_k"], 256, [16, 16]), RangeError);
+});
+
+Deno.test("plans check a mixed panel run's member types and length", () => {
+  using ws = allocAligned(65536, 64);
+  using panels = allocAligned(2368 + 3360, 64);
+  const run = (types: number[], length: number): WeightRun => ({
+    kind: RUN_KIND.PACKED_MIXED,
+    region: panels,
+    offset: 0,
+    length,
+    cols: 256,
+    rows: [16, 16],
+    types,
+  });
+  const build = (r: WeightRun) => {
+    const b = new PlanBuilder();
+    b.matmul(r, { offset: 0, stride: 0 }, { offset: 4096, stride: 0 });
+    return status(() => b.build(ws, 1, 16).close());
+  };
+  assert.equal(build(run([7, 9], 2368 + 3360)), STATUS.OK);
+  assert.equal(build(run([7, 9], 2368 + 3360 - 64)), STATUS.LENGTH);
+  // Q4_K reads Q8_K activations, Q8_0 panels Q8_0 rows: not one run.
+  assert.equal(build(run([7, 2], 2368 + 544 * 8)), STATUS.INVALID_ARG);
+  // F16 has no panels.
+  assert.equal(build(run([7, 10], 2368 + 3360)), STATUS.INVALID_ARG);
 });

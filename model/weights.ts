@@ -13,9 +13,9 @@
 import {
   type AlignedBuffer,
   allocAligned,
-  packableQuant,
   packedBytes,
   packRun,
+  panelQuants,
   RUN_KIND,
   type RunKind,
   type WeightRun,
@@ -423,7 +423,7 @@ export class ModelWeights {
   }
 
   /**
-   * Packs every Q4_0/Q8_0/Q4_1 run into one allocation of 16-row panels, then
+   * Packs every run that has panels ({@link panelQuants}) into one allocation of 16-row panels, then
    * (when `evict`) drops the file pages it came from.
    */
   *#packSteps(progress?: (done: number, total: number) => void): Generator<void> {
@@ -449,13 +449,11 @@ export class ModelWeights {
     }
     all.set(runs.embd.offset, runs.embd);
     all.set(runs.output.offset, runs.output);
-    // Panels hold whole groups of 32 columns; a run with a partial last
-    // group (a 48-wide shared expert) stays in tiles.
-    const todo = [...all.values()].filter((r) =>
-      packableQuant(r) !== undefined && r.cols % 32 === 0
-    );
+    // Panels hold whole records (32 columns, 256 for K types); a run with a
+    // partial last group (a 48-wide shared expert) stays in tiles.
+    const todo = [...all.values()].filter((r) => panelQuants(r) !== undefined);
     if (todo.length === 0) return;
-    const sizes = todo.map((r) => packedBytes(packableQuant(r)!, r.cols, r.rows));
+    const sizes = todo.map((r) => packedBytes(panelQuants(r)!, r.cols, r.rows));
     const total = sizes.reduce((a, n) => a + Math.ceil(n / 64) * 64, 0);
     // 2 MiB aligned and advised: transparent huge pages spare the TLB a miss
     // every 4 KiB of the stream (where the kernel does not allow them, the

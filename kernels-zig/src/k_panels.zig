@@ -514,10 +514,9 @@ fn kAgainstDot(comptime n_sb_test: usize) !void {
             @memset(src[pos..][0..packing.tile_header_bytes], 0);
             for (0..rows) |r| @memcpy(src[pos + packing.tile_header_bytes + r * bb ..][0..bb], src_blocks[(r * nb + t) * bb ..][0..bb]);
         }
-        var run = packing.Run{ .q = q, .cols = cols, .n_members = 1, .rows = undefined };
-        run.rows[0] = rows;
+        const run = packing.Run.one(q, rows, cols);
         var dst: [2 * nb * packing.recordBytes(q)]u8 = undefined;
-        for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+        for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes(0) ..][0..run.panelBytes(0)]);
         const ng = cols / 32;
         var x: [ActRow.bytes(ng)]u8 align(64) = undefined;
         randomActRows(rng, ng, 1, &x);

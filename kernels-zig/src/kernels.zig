@@ -1545,8 +1545,7 @@ test "packed panels agree with the ggml-row dot on the same weights" {
     var xb: [ng]BlockQ8_0 = undefined;
     randomQ8Blocks(rng, &xb, true);
     // Source tiles of one 16 x 64 matrix, then packed.
-    var run = packing.Run{ .q = .q4_0, .cols = cols, .n_members = 1, .rows = undefined };
-    run.rows[0] = 16;
+    const run = packing.Run.one(.q4_0, 16, cols);
     var src: [packing.tileBytes(.q4_0, 16, 64)]u8 = undefined;
     @memset(src[0..16], 0);
     for (0..16) |r| {
@@ -1582,8 +1581,7 @@ test "Q4_1 panels agree with the Q4_1 tile stripe kernel on the same weights" {
     const cols: usize = 320; // two column tiles: 256 + 64
     const ng = cols / 32;
     // Source tiles (whole 20-byte blocks), one stripe.
-    var run = packing.Run{ .q = .q4_1, .cols = cols, .n_members = 1, .rows = undefined };
-    run.rows[0] = rows;
+    const run = packing.Run.one(.q4_1, rows, cols);
     var src: [packing.tileBytes(.q4_1, rows, 256) + packing.tileBytes(.q4_1, rows, 64)]u8 = undefined;
     rng.bytes(&src);
     var pos: usize = 0;
@@ -1596,7 +1594,7 @@ test "Q4_1 panels agree with the Q4_1 tile stripe kernel on the same weights" {
         pos += packing.tileBytes(.q4_1, rows, tc);
     }
     var dst: [2 * ng * packing.recordBytes(.q4_1)]u8 = undefined;
-    for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+    for (0..2) |p| packing.packPanel(&run, &src, 0, p, dst[p * run.panelBytes(0) ..][0..run.panelBytes(0)]);
     var x: [ActRow.bytes(ng)]u8 align(64) = undefined;
     var xf: [cols]f32 = undefined;
     for (&xf) |*v| v.* = rng.floatNorm(f32);

@@ -177,12 +177,25 @@ pub fn stripeBytes(q: Quant, tr: usize, cols: usize) usize {
 pub const max_members: usize = 8;
 
 /// A tiled run of 1..8 matrices interleaved by output stripe, as `.cflow`
-/// stores fused projections; offsets are relative to the run's start.
+/// stores fused projections; offsets are relative to the run's start. Each
+/// member has its own type (a Q4_K_M file's Q6_K `attn_v` beside Q4_K `q`
+/// and `k`): its source tiles and its packed panels are in that type, and
+/// the packed run holds member after member, each member's panels whole.
 pub const Run = struct {
-    q: Quant,
+    /// Each member's type.
+    qs: [max_members]Quant,
     cols: usize,
     n_members: usize,
     rows: [max_members]usize,
+
+    /// A run of one matrix of `rows` x `cols` in type q.
+    pub fn one(q: Quant, rows: usize, cols: usize) Run {
+        var r = Run{ .qs = undefined, .cols = cols, .n_members = 1, .rows = undefined };
+        @memset(&r.qs, q);
+        @memset(&r.rows, 0);
+        r.rows[0] = rows;
+        return r;
+    }
 
     pub fn stripes(self: *const Run, m: usize) usize {
         return (self.rows[m] + tile_rows - 1) / tile_rows;
@@ -196,7 +209,7 @@ pub const Run = struct {
     pub fn sourceBytes(self: *const Run) usize {
         var total: usize = 0;
         for (0..self.n_members) |m| {
-            for (0..self.stripes(m)) |s| total += stripeBytes(self.q, self.stripeRows(m, s), self.cols);
+            for (0..self.stripes(m)) |s| total += stripeBytes(self.qs[m], self.stripeRows(m, s), self.cols);
         }
         return total;
     }
@@ -208,7 +221,7 @@ pub const Run = struct {
             for (0..self.n_members) |mi| {
                 if (si >= self.stripes(mi)) continue;
                 if (si == s and mi == m) return pos;
-                pos += stripeBytes(self.q, self.stripeRows(mi, si), self.cols);
+                pos += stripeBytes(self.qs[mi], self.stripeRows(mi, si), self.cols);
             }
         }
         unreachable;
@@ -220,23 +233,33 @@ pub const Run = struct {
         return total;
     }
 
-    pub fn panelBytes(self: *const Run) usize {
-        return recordsOf(self.q, self.cols) * recordBytes(self.q);
+    /// Bytes of one panel of member m.
+    pub fn panelBytes(self: *const Run, m: usize) usize {
+        return recordsOf(self.qs[m], self.cols) * recordBytes(self.qs[m]);
+    }
+
+    /// Offset of member m's first panel in the packed run (m = n_members:
+    /// the packed run's length).
+    pub fn packedOffset(self: *const Run, m: usize) usize {
+        assert(m <= self.n_members);
+        var total: usize = 0;
+        for (0..m) |mi| total += panelsOf(self.rows[mi]) * self.panelBytes(mi);
+        return total;
     }
 
     /// Byte length of the packed run.
     pub fn packedBytes(self: *const Run) usize {
-        return self.panels() * self.panelBytes();
+        return self.packedOffset(self.n_members);
     }
 };
 
 /// Packs panel `p` of member `m` (rows 16p..16p+15 of that matrix) from the
-/// source run `src` into `dst` (one panel, `run.panelBytes()` bytes).
+/// source run `src` into `dst` (one panel, `run.panelBytes(m)` bytes).
 pub fn packPanel(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8) void {
     assert(m < run.n_members and p < panelsOf(run.rows[m]));
-    assert(dst.len == run.panelBytes());
-    if (isK(run.q)) return packPanelK(run, src, m, p, dst);
-    const q = run.q;
+    assert(dst.len == run.panelBytes(m));
+    if (isK(run.qs[m])) return packPanelK(run, src, m, p, dst);
+    const q = run.qs[m];
     const gb = groupBytes(q);
     const rec = recordBytes(q);
     const r0 = p * panel_rows;
@@ -306,7 +329,7 @@ pub fn scaleMinK4(sc: []const u8, j: usize) [2]u8 {
 /// packPanel for the K records: tiles of a K type hold each row's one
 /// super-block per 256-column tile, ggml's block whole.
 fn packPanelK(run: *const Run, src: []const u8, m: usize, p: usize, dst: []u8) void {
-    const q = run.q;
+    const q = run.qs[m];
     const bb = blockBytes(q);
     const rec = recordBytes(q);
     const r0 = p * panel_rows;
@@ -418,27 +441,26 @@ pub const ActRow = struct {
 pub fn unpackRow(run: *const Run, packed_run: []const u8, m: usize, r: usize, out: []f32) void {
     assert(m < run.n_members and r < run.rows[m]);
     assert(out.len == run.cols);
-    var panel: usize = 0;
-    for (0..m) |mi| panel += panelsOf(run.rows[mi]);
-    panel += r / panel_rows;
+    const q = run.qs[m];
+    const pb = run.panelBytes(m);
     const lane = r % panel_rows;
-    const rec = recordBytes(run.q);
-    const base = packed_run[panel * run.panelBytes() ..][0..run.panelBytes()];
-    if (isK(run.q)) {
-        for (0..recordsOf(run.q, run.cols)) |sb| unpackRecordK(run.q, base[sb * rec ..][0..rec], lane, out[sb * 256 ..][0..256]);
+    const rec = recordBytes(q);
+    const base = packed_run[run.packedOffset(m) + (r / panel_rows) * pb ..][0..pb];
+    if (isK(q)) {
+        for (0..recordsOf(q, run.cols)) |sb| unpackRecordK(q, base[sb * rec ..][0..rec], lane, out[sb * 256 ..][0..256]);
         return;
     }
     for (0..groupsOf(run.cols)) |g| {
         const record = base[g * rec ..][0..rec];
         const d = abi.f16ToF32(@as(u16, record[lane * 2]) | (@as(u16, record[lane * 2 + 1]) << 8));
-        const head = headBytes(run.q);
+        const head = headBytes(q);
         for (0..qk) |j| {
             const col = g * qk + j;
             if (col >= run.cols) break;
             const jj = j % 16;
             const byte = record[head + (jj / 4) * 64 + lane * 4 + jj % 4];
             const nibble: i32 = if (j < 16) byte & 15 else byte >> 4;
-            const v: i32 = switch (run.q) {
+            const v: i32 = switch (q) {
                 .q8_0 => @as(i32, record[head + (j / 4) * 64 + lane * 4 + j % 4]) - 128,
                 .q4_0 => nibble - 8,
                 .q4_1 => nibble,
@@ -449,7 +471,7 @@ pub fn unpackRow(run: *const Run, packed_run: []const u8, m: usize, r: usize, ou
                 .q4_k, .q6_k => unreachable,
             };
             out[col] = @as(f32, @floatFromInt(v)) * d;
-            if (run.q == .q4_1) {
+            if (q == .q4_1) {
                 // ggml: x * d + m.
                 const mn = abi.f16ToF32(@as(u16, record[scale_bytes + lane * 2]) | (@as(u16, record[scale_bytes + lane * 2 + 1]) << 8));
                 out[col] += mn;
@@ -514,14 +536,13 @@ test "packing then unpacking gives back every weight, padding rows included" {
                     blocks[b * bb + 3] = @truncate(mn >> 8);
                 }
             }
-            var run = Run{ .q = q, .cols = cols, .n_members = 1, .rows = undefined };
-            run.rows[0] = rows;
+            const run = Run.one(q, rows, cols);
             const src = try testing.allocator.alloc(u8, run.sourceBytes());
             defer testing.allocator.free(src);
             tileFromBlocks(q, rows, cols, blocks, src);
             const dst = try testing.allocator.alloc(u8, run.packedBytes());
             defer testing.allocator.free(dst);
-            for (0..panelsOf(rows)) |p| packPanel(&run, src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+            for (0..panelsOf(rows)) |p| packPanel(&run, src, 0, p, dst[p * run.panelBytes(0) ..][0..run.panelBytes(0)]);
             const row = try testing.allocator.alloc(f32, cols);
             defer testing.allocator.free(row);
             for (0..rows) |r| {
@@ -546,7 +567,7 @@ test "packing then unpacking gives back every weight, padding rows included" {
             }
             // Padding rows have zero scales.
             if (rows % panel_rows != 0) {
-                const last = dst[(panelsOf(rows) - 1) * run.panelBytes() ..];
+                const last = dst[(panelsOf(rows) - 1) * run.panelBytes(0) ..];
                 const lane = rows % panel_rows;
                 try testing.expectEqual(@as(u8, 0), last[lane * 2]);
             }
@@ -577,8 +598,7 @@ test "K records: packing then unpacking gives ggml's values, padding rows zero" 
                     src_blocks[i * bb + o + 1] = @truncate(h >> 8);
                 }
             }
-            var run = Run{ .q = q, .cols = cols, .n_members = 1, .rows = undefined };
-            run.rows[0] = rows;
+            const run = Run.one(q, rows, cols);
             const src = try testing.allocator.alloc(u8, run.sourceBytes());
             defer testing.allocator.free(src);
             // Tiles: per stripe of 128 rows, per 256 columns, a header and one block per row.
@@ -595,7 +615,7 @@ test "K records: packing then unpacking gives ggml's values, padding rows zero" 
             try testing.expectEqual(src.len, pos);
             const dst = try testing.allocator.alloc(u8, run.packedBytes());
             defer testing.allocator.free(dst);
-            for (0..panelsOf(rows)) |p| packPanel(&run, src, 0, p, dst[p * run.panelBytes() ..][0..run.panelBytes()]);
+            for (0..panelsOf(rows)) |p| packPanel(&run, src, 0, p, dst[p * run.panelBytes(0) ..][0..run.panelBytes(0)]);
             const row = try testing.allocator.alloc(f32, cols);
             defer testing.allocator.free(row);
             var want: [256]f32 = undefined;
@@ -607,11 +627,74 @@ test "K records: packing then unpacking gives ggml's values, padding rows zero" 
                 }
             }
             if (rows % panel_rows != 0) {
-                const last = dst[(panelsOf(rows) - 1) * run.panelBytes() ..][0..run.panelBytes()];
+                const last = dst[(panelsOf(rows) - 1) * run.panelBytes(0) ..][0..run.panelBytes(0)];
                 const lane = rows % panel_rows;
                 try testing.expectEqual(@as(u8, 0), last[lane * 2]);
                 try testing.expectEqual(@as(u8, 0), last[lane * 2 + 1]);
             }
+        }
+    }
+}
+
+test "a run of members of different types packs each member as a run of its own would" {
+    var prng = std.Random.DefaultPrng.init(5);
+    const rng = prng.random();
+    const cols = 288;
+    const types = [_]Quant{ .q5_0, .q8_0, .q5_0 };
+    const rows = [_]usize{ 40, 24, 130 };
+    var run = Run.one(types[0], rows[0], cols);
+    run.n_members = types.len;
+    for (types, rows, 0..) |q, n, m| {
+        run.qs[m] = q;
+        run.rows[m] = n;
+    }
+    // Each member's source tiles on its own, then interleaved by stripe.
+    var own: [types.len][]u8 = undefined;
+    for (types, rows, 0..) |q, n, m| {
+        const bb = blockBytes(q);
+        const src_blocks = try testing.allocator.alloc(u8, n * groupsOf(cols) * bb);
+        defer testing.allocator.free(src_blocks);
+        for (0..n * groupsOf(cols)) |b| {
+            const d = abi.f32ToF16(rng.float(f32) + 0.01);
+            src_blocks[b * bb] = @truncate(d);
+            src_blocks[b * bb + 1] = @truncate(d >> 8);
+            rng.bytes(src_blocks[b * bb + 2 ..][0 .. bb - 2]);
+        }
+        own[m] = try testing.allocator.alloc(u8, Run.one(q, n, cols).sourceBytes());
+        tileFromBlocks(q, n, cols, src_blocks, own[m]);
+    }
+    defer for (own) |o| testing.allocator.free(o);
+    const src = try testing.allocator.alloc(u8, run.sourceBytes());
+    defer testing.allocator.free(src);
+    for (types, rows, 0..) |q, n, m| {
+        const alone = Run.one(q, n, cols);
+        for (0..alone.stripes(0)) |s| {
+            const to = run.stripeOffset(m, s);
+            const from = alone.stripeOffset(0, s);
+            const len = stripeBytes(q, @min(tile_rows, n - s * tile_rows), cols);
+            @memcpy(src[to..][0..len], own[m][from..][0..len]);
+        }
+    }
+    const dst = try testing.allocator.alloc(u8, run.packedBytes());
+    defer testing.allocator.free(dst);
+    for (0..types.len) |m| {
+        const pb = run.panelBytes(m);
+        for (0..panelsOf(rows[m])) |p| packPanel(&run, src, m, p, dst[run.packedOffset(m) + p * pb ..][0..pb]);
+    }
+    try testing.expectEqual(run.packedBytes(), run.packedOffset(types.len));
+    var got: [cols]f32 = undefined;
+    var want: [cols]f32 = undefined;
+    for (types, rows, 0..) |q, n, m| {
+        const alone = Run.one(q, n, cols);
+        const packed_alone = try testing.allocator.alloc(u8, alone.packedBytes());
+        defer testing.allocator.free(packed_alone);
+        const pb = alone.panelBytes(0);
+        for (0..panelsOf(n)) |p| packPanel(&alone, own[m], 0, p, packed_alone[p * pb ..][0..pb]);
+        try testing.expectEqualSlices(u8, packed_alone, dst[run.packedOffset(m)..][0..packed_alone.len]);
+        for (0..n) |r| {
+            unpackRow(&run, dst, m, r, &got);
+            unpackRow(&alone, packed_alone, 0, r, &want);
+            try testing.expectEqualSlices(f32, &want, &got);
         }
     }
 }

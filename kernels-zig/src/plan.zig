@@ -58,7 +58,8 @@ const ActRow = packing.ActRow;
 
 pub const op_words: usize = 16;
 /// kind, region, offset (2 words), length (2), cols, n_members, rows[8],
-/// then for kind `tiles` the tile type of each member (8; zero past n_members).
+/// then for kinds `tiles` and `packed_mixed` the tile type of each member (8;
+/// zero past n_members).
 pub const run_words: usize = 24;
 pub const max_ops: usize = 1 << 16;
 pub const max_runs: usize = 1 << 14;
@@ -147,20 +148,39 @@ pub const Op = enum(u32) {
 /// tile type, docs/FORMAT.md); members are all quantized or all float.
 /// `packed_q4_k`, `packed_q6_k`: K-quant panels (packing.zig, "K records"),
 /// packed from tiles runs whose members are all Q4_K or all Q6_K;
-/// `packed_q5_0`: Q5_0 panels (the Q4_0 record with the rows' fifth bits).
-pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, packed_q4_k = 8, packed_q6_k = 9, packed_q5_0 = 10, _ };
+/// `packed_q5_0`: Q5_0 panels (the Q4_0 record with the rows' fifth bits);
+/// `packed_mixed`: panels of a fused run whose members have different panel
+/// types, member after member (types given one by one, as for `tiles`), all
+/// read from one kind of ActRow: every member a K type (Q8_K rows) or none.
+pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, packed_q4_k = 8, packed_q6_k = 9, packed_q5_0 = 10, packed_mixed = 11, _ };
 
 fn isPacked(kind: RunKind) bool {
     return switch (kind) {
-        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0 => true,
+        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0, .packed_mixed => true,
         else => false,
+    };
+}
+
+/// The panel type a member of tile type t packs into (null: none).
+fn panelQuant(t: blocks.TileType) ?packing.Quant {
+    return switch (t) {
+        .q4_0 => .q4_0,
+        .q8_0 => .q8_0,
+        .q4_1 => .q4_1,
+        .q5_0 => .q5_0,
+        .q4_k => .q4_k,
+        .q6_k => .q6_k,
+        else => null,
     };
 }
 
 const Run = struct {
     kind: RunKind,
-    /// Tile type of each member (tile kinds; packed runs: Q4_0/Q8_0).
+    /// Tile type of each member (packed runs: the type it was packed from).
     types: [packing.max_members]blocks.TileType,
+    /// Tile runs: every member has a panel type, all read from one kind of
+    /// ActRow, and the columns are whole records (`layout.qs` holds them).
+    packable: bool,
     /// Its input is ActRows (quantized types) rather than f32 rows.
     quant: bool,
     handle: i32,
@@ -297,7 +317,7 @@ fn finite(bits: u32) Error!f32 {
 }
 
 fn checkRun(words: []const u32, out: *Run) Error!void {
-    if (words[0] < 1 or words[0] > 10) return error.InvalidArg;
+    if (words[0] < 1 or words[0] > 11) return error.InvalidArg;
     const kind: RunKind = @enumFromInt(words[0]);
     const cols = try dim(words[6]);
     const n_members = words[7];
@@ -305,23 +325,17 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
     out.* = .{
         .kind = kind,
         .types = undefined,
+        .packable = false,
         .quant = kind != .tiles_f32,
         .handle = @bitCast(words[1]),
         .base = undefined,
         .len = word64(words[4], words[5]),
-        .layout = .{ .q = .q4_0, .cols = cols, .n_members = n_members, .rows = undefined },
+        .layout = packing.Run.one(.q8_0, 0, cols),
         .total_rows = 0,
         .row_off = undefined,
         .panel_off = undefined,
     };
-    out.layout.q = switch (kind) {
-        .tiles_q4_0, .packed_q4_0 => .q4_0,
-        .packed_q4_1 => .q4_1,
-        .packed_q4_k => .q4_k,
-        .packed_q6_k => .q6_k,
-        .packed_q5_0 => .q5_0,
-        else => .q8_0,
-    };
+    out.layout.n_members = n_members;
     out.panel_off[0] = 0;
     for (0..n_members) |m| {
         const rows = try dim(words[8 + m]);
@@ -330,12 +344,8 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         out.total_rows += rows;
         out.panel_off[m + 1] = out.panel_off[m] + packing.panelsOf(rows);
     }
-    // Tiles pad a row's last group to 32 (zero weights); panels need whole groups.
-    if (cols % qk != 0 and isPacked(kind)) return error.InvalidArg;
-    // K records are whole super-blocks.
-    if (cols % 256 != 0 and packing.isK(out.layout.q) and isPacked(kind)) return error.InvalidArg;
     for (0..packing.max_members) |m| {
-        const t: u32 = if (kind != .tiles) 0 else words[16 + m];
+        const t: u32 = if (kind != .tiles and kind != .packed_mixed) 0 else words[16 + m];
         if (m >= n_members) {
             if (t != 0) return error.InvalidArg;
             out.types[m] = .f32;
@@ -349,7 +359,7 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
             .packed_q6_k => .q6_k,
             .packed_q5_0 => .q5_0,
             .tiles_f32 => .f32,
-            .tiles => if (t >= 1 and t <= blocks.max_tile_type) @enumFromInt(t) else return error.InvalidArg,
+            .tiles, .packed_mixed => if (t >= 1 and t <= blocks.max_tile_type) @enumFromInt(t) else return error.InvalidArg,
             _ => return error.InvalidArg,
         };
         const ty = out.types[m];
@@ -361,20 +371,30 @@ fn checkRun(words: []const u32, out: *Run) Error!void {
         // ggml's rule: a row holds whole blocks (Q4_0/Q8_0 tiles pad instead).
         if (blocks.asBlock(ty) != null and cols % blocks.blockElements(ty) != 0) return error.InvalidArg;
     }
-    // A tiles run whose members are all Q4_1, all Q5_0, all Q4_K or all Q6_K
-    // can be packed (packing.zig reads their blocks).
-    if (kind == .tiles) {
-        inline for (.{ .{ blocks.TileType.q4_1, packing.Quant.q4_1 }, .{ blocks.TileType.q5_0, packing.Quant.q5_0 }, .{ blocks.TileType.q4_k, packing.Quant.q4_k }, .{ blocks.TileType.q6_k, packing.Quant.q6_k } }) |pair| {
-            var all = true;
-            for (out.types[0..n_members]) |t| all = all and t == pair[0];
-            if (all) out.layout.q = pair[1];
+    // Each member's panel type: packed runs must have one, tiles runs whose
+    // members all have one can be packed (packing.zig reads their blocks),
+    // if the members share one kind of ActRow and the columns are whole
+    // records: groups of 32 (tiles pad a row's last group with zero
+    // weights; panels do not), super-blocks of 256 for the K types.
+    var all_panels = out.quant;
+    var k_members: usize = 0;
+    for (0..n_members) |m| {
+        if (panelQuant(out.types[m])) |q| {
+            out.layout.qs[m] = q;
+            if (packing.isK(q)) k_members += 1;
+            if (cols % packing.recordCols(q) != 0) all_panels = false;
+        } else {
+            all_panels = false;
         }
     }
+    if (k_members != 0 and k_members != n_members) all_panels = false;
+    if (isPacked(kind) and !all_panels) return error.InvalidArg;
+    out.packable = kind != .tiles_f32 and !isPacked(kind) and all_panels;
     const expected = switch (kind) {
         .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
         .tiles_f32 => f32Bytes(&out.layout),
         .tiles => try tilesBytes(out),
-        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0 => out.layout.packedBytes(),
+        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0, .packed_mixed => out.layout.packedBytes(),
         _ => return error.InvalidArg,
     };
     if (expected != out.len) return error.Length;
@@ -1008,20 +1028,17 @@ const Exec = struct {
             .y_stride = y_stride,
             .n_tok = rows,
         };
-        switch (r.kind) {
-            .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0 => {
-                // Chunks of 8 panels (128 rows, one source stripe): measured on
-                // SmolLM2 at 2 threads, 1-panel chunks decode at ~200 tok/s,
-                // 4 at ~270, 8 at ~350 (Q4_0); longer sequential runs per
-                // claim are what the prefetchers want.
-                const panels = r.panel_off[r.layout.n_members];
-                self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = 8 });
-            },
-            else => {
-                var stripes: usize = 0;
-                for (0..r.layout.n_members) |m| stripes = @max(stripes, r.layout.stripes(m));
-                self.env.run(.{ .run = MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
-            },
+        if (isPacked(r.kind)) {
+            // Chunks of 8 panels (128 rows, one source stripe): measured on
+            // SmolLM2 at 2 threads, 1-panel chunks decode at ~200 tok/s,
+            // 4 at ~270, 8 at ~350 (Q4_0); longer sequential runs per
+            // claim are what the prefetchers want.
+            const panels = r.panel_off[r.layout.n_members];
+            self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = 8 });
+        } else {
+            var stripes: usize = 0;
+            for (0..r.layout.n_members) |m| stripes = @max(stripes, r.layout.stripes(m));
+            self.env.run(.{ .run = MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
         }
     }
 
@@ -1256,7 +1273,6 @@ const MatCtx = struct {
     fn packedRun(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const MatCtx = @ptrCast(@alignCast(raw));
         const r = self.r;
-        const pb = r.layout.panelBytes();
         const ng = packing.groupsOf(r.layout.cols);
         var p = begin;
         while (p < end) {
@@ -1266,7 +1282,8 @@ const MatCtx = struct {
             const stop = @min(end, r.panel_off[m + 1]);
             const local = p - r.panel_off[m];
             const rows = @min(r.layout.rows[m] - local * 16, (stop - p) * 16);
-            self.ex.env.t.packed_panels(@intFromEnum(r.layout.q), r.base + p * pb, stop - p, ng, self.in, self.in_stride, self.n_tok, self.y + r.row_off[m] + local * 16, self.y_stride, rows);
+            const panels = r.base + r.layout.packedOffset(m) + local * r.layout.panelBytes(m);
+            self.ex.env.t.packed_panels(@intFromEnum(r.layout.qs[m]), panels, stop - p, ng, self.in, self.in_stride, self.n_tok, self.y + r.row_off[m] + local * 16, self.y_stride, rows);
             p = stop;
         }
     }
@@ -1633,7 +1650,7 @@ const PackCtx = struct {
 
     fn run(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const PackCtx = @ptrCast(@alignCast(raw));
-        const pb = self.layout.panelBytes();
+        const l = self.layout;
         // One stripe at a time, its source pages dropped as soon as it is
         // packed: a call may cover the whole run (one thread, or the pool
         // busy), which had held a whole second copy of the largest matrix
@@ -1648,7 +1665,9 @@ const PackCtx = struct {
             for (b..e) |p| {
                 var m: usize = 0;
                 while (self.panel_off[m + 1] <= p) m += 1;
-                packing.packPanel(self.layout, self.src, m, p - self.panel_off[m], self.dst[p * pb ..][0..pb]);
+                const local = p - self.panel_off[m];
+                const pb = l.panelBytes(m);
+                packing.packPanel(l, self.src, m, local, self.dst[l.packedOffset(m) + local * pb ..][0..pb]);
             }
             if (self.evict_handle != 0) {
                 const s = b / chunk_panels;
@@ -1661,8 +1680,8 @@ const PackCtx = struct {
     }
 };
 
-/// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0, or tiles whose members are all
-/// Q4_1, all Q5_0, all Q4_K or all Q6_K) into
+/// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0, or
+/// tiles whose members each have a panel type, `Run.packable`) into
 /// [dst_offset, dst_offset + packed length) of allocation `dst_handle`. With
 /// `evict`, the source pages are dropped (MADV_DONTNEED) as they are packed,
 /// stripe by stripe for a one-matrix run and at the end for a fused one, so
@@ -1676,9 +1695,7 @@ fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, 
     try checkRun(run_in, &r);
     defer memory.unpin(r.handle);
     if (memory.checkFile(r.handle) == Status.changed.code()) return error.Changed;
-    const block_tiles = r.kind == .tiles and (r.layout.q == .q4_1 or r.layout.q == .q5_0 or r.layout.q == .q4_k or r.layout.q == .q6_k);
-    if (r.kind != .tiles_q4_0 and r.kind != .tiles_q8_0 and !block_tiles) return error.InvalidArg;
-    if (packing.isK(r.layout.q) and r.layout.cols % packing.tile_cols != 0) return error.InvalidArg;
+    if (!r.packable) return error.InvalidArg;
     if (dst_len != r.layout.packedBytes()) return error.Length;
     if (!memory.isAlloc(dst_handle)) return error.Handle;
     var view: memory.View = undefined;
@@ -1705,7 +1722,6 @@ fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, 
 }
 
 test "f32 run bytes" {
-    var l = packing.Run{ .q = .q8_0, .cols = 32, .n_members = 1, .rows = undefined };
-    l.rows[0] = 300;
+    const l = packing.Run.one(.q8_0, 300, 32);
     try std.testing.expectEqual(@as(usize, 38448), f32Bytes(&l));
 }
