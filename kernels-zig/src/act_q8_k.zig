@@ -14,9 +14,12 @@
 //! In the ActRow, each of the super-block's eight 32-value groups holds its
 //! 32 quants, the f32 scale d (the same for the eight) and the sum of its
 //! quants (ggml's `bsums` are per 16; a group's sum is two of them). The
-//! block's f16 scale field holds f16(d), read by nothing: the kernels read
-//! the f32 scales. Quants lie in [-127, 127] (|iscale x| <= 127 before
-//! rounding), which the AVX2 kernels' saturation bounds need.
+//! block's two-byte scale field, which the kernels do not need (they read
+//! the f32 scales), holds instead the sum of the group's first 16 quants as
+//! an i16 (|sum| <= 16 * 127), ggml's first `bsums` of the pair: the Q6_K
+//! panels' one-token kernel starts each 16-column piece at -32 times it.
+//! Quants lie in [-127, 127] (|iscale x| <= 127 before rounding), which the
+//! AVX2 kernels' saturation bounds need.
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -88,19 +91,19 @@ pub fn quantizeSuperBlocks(x: []const f32, q: [*]u8, sb0: usize, sb1: usize) boo
         // come out 0 (nearest_int of an infinity or NaN, cut to 8 bits) and
         // d is 1 / inf = -0 or 0.
         const finite = std.math.isFinite(iscale);
-        const h = abi.f32ToF16(d);
         for (0..groups_per_sb) |j| {
             const g = g0 + j;
             const blk = q + g * abi.q8_0_block_bytes;
-            blk[0] = @truncate(h);
-            blk[1] = @truncate(h >> 8);
             var sum: i32 = 0;
+            var first: i32 = 0;
             for (0..qk) |i| {
                 const v = if (finite) @min(127, nearestInt(iscale * xs[j * qk + i])) else 0;
                 assert(v >= -127);
                 blk[2 + i] = @bitCast(@as(i8, @intCast(v)));
                 sum += v;
+                if (i == qk / 2 - 1) first = sum;
             }
+            std.mem.writeInt(i16, blk[0..2], @intCast(first), .little);
             std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
             std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
         }
@@ -157,6 +160,10 @@ test "Q8_K: the first value of largest magnitude maps to -127, its sign kept" {
         var sum: i32 = 0;
         for (0..qk) |i| sum += quantOf(&q, g * qk + i);
         try testing.expectEqual(sum, std.mem.readInt(i32, q[su + g * 4 ..][0..4], .little));
+        // The first half's sum in the block header (ggml's bsums[2g]).
+        var first: i32 = 0;
+        for (0..qk / 2) |i| first += quantOf(&q, g * qk + i);
+        try testing.expectEqual(first, std.mem.readInt(i16, q[g * abi.q8_0_block_bytes ..][0..2], .little));
     }
     // A super-block of zeros: d 0, quants 0.
     for (qk_k..n) |i| try testing.expectEqual(@as(i32, 0), quantOf(&q, i));

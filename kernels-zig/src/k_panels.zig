@@ -162,6 +162,15 @@ inline fn sumBytes(p: [*]const u8) SumBytes {
     return .{ .lo = @bitCast(lo), .hi = @bitCast(hi) };
 }
 
+/// The sum of the activation quants of one 16-column half of group g of the
+/// Q8_K ActRow at xr: the first half's is the i16 in the group's block
+/// header (act_q8_k.zig), the second half's the group's sum less it.
+inline fn halfSum(xr: [*]const u8, su: usize, g: usize, comptime half: usize) i32 {
+    const first: i32 = @as(i16, @bitCast(@as(u16, xr[g * abi.q8_0_block_bytes]) | (@as(u16, xr[g * abi.q8_0_block_bytes + 1]) << 8)));
+    assert(first >= -16 * 127 and first <= 16 * 127);
+    return if (half == 0) first else readI32(xr + su + g * 4) - first;
+}
+
 inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
     const h: @Vector(R, f16) = @bitCast(p[0 .. R * 2].*);
     return @floatCast(h);
@@ -254,15 +263,25 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     }
                 },
                 .q6_k => {
-                    // VNNI multiplies unsigned by signed bytes: it takes
-                    // x + 128 (x XOR 0x80, one operation per token) by the
-                    // signed weight w, and takes 128 times the rows' scaled
-                    // weight sums (shared by every token) off once per
-                    // super-block: T = T' - 128 sum_k sc_k sum(w_k), exact
-                    // (|T'| <= 16 * 16 * 32 * 255 * 128 < 2^31). The other
-                    // primitives multiply w by x directly (AVX2 through the
-                    // sign trick, whose pairs must stay within i16).
-                    const xor_signed = comptime (prim == .vnni512 or prim == .vnni256);
+                    // VNNI multiplies unsigned by signed bytes. One token
+                    // (decode, where this kernel is bound by its operations
+                    // per weight) takes the quants q in 0..63 as they are and
+                    // starts each piece's sum at -32 times the piece's
+                    // activation sum (the ActRow's per-16 sums,
+                    // act_q8_k.zig): one dot product per chunk. Several
+                    // tokens take x + 128 (x XOR 0x80, one operation per
+                    // token) by the signed weight w = q - 32, and take 128
+                    // times the rows' scaled weight sums (shared by every
+                    // token) off once per super-block: T = T' - 128 sum_k
+                    // sc_k sum(w_k) (|T'| <= 16 * 16 * 32 * 255 * 128 <
+                    // 2^31); with the per-16 sums they held more registers
+                    // than the 8-token block has. Both are exact, so both
+                    // give the same T. The other primitives multiply w by x
+                    // directly (AVX2 through the sign trick, whose pairs must
+                    // stay within i16).
+                    const vnni = comptime (prim == .vnni512 or prim == .vnni256);
+                    const unsigned_q = comptime vnni and NT == 1;
+                    const xor_signed = comptime vnni and NT > 1;
                     var t6: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     var tw: [HI]D.VI = @splat(@splat(0));
                     inline for (0..2) |n| {
@@ -287,7 +306,9 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                                         inline for (0..NT) |j| {
                                             const qs = x + j * x_stride + g0 * abi.q8_0_block_bytes + 2;
                                             const xb = D.broadcast(qs + (4 * n + quad) * abi.q8_0_block_bytes + 4 * c);
-                                            isum[j][hi] = if (xor_signed)
+                                            isum[j][hi] = if (unsigned_q)
+                                                D.stepU(isum[j][hi], qv, xb)
+                                            else if (xor_signed)
                                                 D.stepU(isum[j][hi], @as(VB, @bitCast(xb)) ^ @as(VB, @splat(0x80)), w)
                                             else
                                                 D.stepS(isum[j][hi], w, xb);
@@ -297,7 +318,13 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                                 inline for (0..HI) |hi| {
                                     const sc = scalesS(R, r + packing.k6_sc + (8 * n + 2 * quad + half) * 16 + (ho + hi) * R);
                                     if (xor_signed) tw[hi] += wsum[hi] * sc;
-                                    inline for (0..NT) |j| t6[j][hi] += D.scaled(isum[j][hi], sc);
+                                    inline for (0..NT) |j| {
+                                        if (unsigned_q) {
+                                            const hs = halfSum(x + j * x_stride, su, g0 + 4 * n + quad, half);
+                                            isum[j][hi] += @as(D.VI, @splat(-32 * hs));
+                                        }
+                                        t6[j][hi] += D.scaled(isum[j][hi], sc);
+                                    }
                                 }
                             }
                         }
@@ -426,6 +453,10 @@ fn randomActRows(rng: std.Random, ng: usize, n_tok: usize, out: []u8) void {
             for (xr[g * 34 + 2 ..][0..32]) |*v| v.* = if (v.* == 0x80) 0x81 else v.*;
             for (0..32) |j| sum += @as(i8, @bitCast(xr[g * 34 + 2 + j]));
             std.mem.writeInt(i32, xr[ActRow.sumsOffset(ng) + g * 4 ..][0..4], sum, .little);
+            // The first 16 quants' sum in the block header, as act_q8_k.zig writes it.
+            var first: i32 = 0;
+            for (0..16) |j| first += @as(i8, @bitCast(xr[g * 34 + 2 + j]));
+            std.mem.writeInt(i16, xr[g * 34 ..][0..2], @intCast(first), .little);
             const d: f32 = if (g % 8 == 0) rng.float(f32) * 0.05 else @bitCast(std.mem.readInt(u32, xr[ActRow.scalesOffset(ng) + (g - g % 8) * 4 ..][0..4], .little));
             std.mem.writeInt(u32, xr[ActRow.scalesOffset(ng) + g * 4 ..][0..4], @bitCast(d), .little);
         }
