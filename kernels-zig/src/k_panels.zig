@@ -223,11 +223,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
             const g0 = sb * 8;
             // One record, `prefetch_records` ahead, while it lies in this
             // call's panels (the next panel's first records too).
-            if (NT == 1 and @intFromPtr(r) + (prefetch_records + 1) * rec <= @intFromPtr(end)) {
-                const ahead = r + prefetch_records * rec;
-                comptime var line: usize = 0;
-                inline while (line < rec) : (line += 64) @prefetch(ahead + line, .{ .rw = .read, .locality = 3, .cache = .data });
-            }
+            if (NT == 1) k.prefetchRecord(rec, prefetch_records, r, end);
             // One sub-block (Q4_K) or sixteen-column piece (Q6_K) at a time:
             // its integer dots for every token, then times its scale into
             // the super-block's integer total, so that the registers hold
