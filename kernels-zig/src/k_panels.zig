@@ -186,8 +186,9 @@ const prefetch_records: usize = 3;
 
 /// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:
 /// out[j][r] = row r . x_j for the 16 rows.
-/// `end`: the end of the panels the call reads (one token prefetches up to it).
-pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, n_sb: usize, end: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+/// `stream`: the panel comes from memory (the first token block over it),
+/// so the kernel prefetches ahead, up to `end`, the end of the call's panels.
+pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, n_sb: usize, stream: bool, end: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
     @setEvalBranchQuota(200000);
     const D = KDot(prim);
     const R = D.R;
@@ -216,6 +217,13 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
     const halves_outside = NT > 1 and H > 1;
     const HO = if (halves_outside) H else 1;
     const HI = if (halves_outside) 1 else H;
+    // The first block of several tokens over a panel streams it from
+    // memory too, but spends several times as long on each record: its
+    // prefetches are spread over the record's sub-blocks (Q4_K) or
+    // quarters (Q6_K), where one burst per record left memory and the
+    // dot products taking turns (a 512 MB matrix, 1 thread, Ice Lake: 8
+    // tokens Q4_K 82 -> 66-68 ms, Q6_K 91 -> 63-66; the load alone 44-47).
+    const spread = NT > 1;
     inline for (0..HO) |ho| {
         var acc: [NT][HI]VF = @splat(@splat(@splat(0)));
         for (0..n_sb) |sb| {
@@ -223,7 +231,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
             const g0 = sb * 8;
             // One record, `prefetch_records` ahead, while it lies in this
             // call's panels (the next panel's first records too).
-            if (NT == 1) k.prefetchRecord(rec, prefetch_records, r, end);
+            if (stream and ho == 0 and !spread) k.prefetchRecord(rec, prefetch_records, r, end);
             // One sub-block (Q4_K) or sixteen-column piece (Q6_K) at a time:
             // its integer dots for every token, then times its scale into
             // the super-block's integer total, so that the registers hold
@@ -233,6 +241,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     var t_sc: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     inline for (0..8) |sj| {
                         const l = sj / 2;
+                        if (spread and stream and ho == 0) k.prefetchPart(rec, prefetch_records, 8, sj, r, end);
                         pieceBarrier();
                         var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                         inline for (0..8) |c| {
@@ -299,6 +308,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     inline for (0..2) |n| {
                         inline for (0..4) |quad| {
                             inline for (0..2) |half| {
+                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) k.prefetchPart(rec, prefetch_records, 4, n * 2 + quad / 2, r, end);
                                 pieceBarrier();
                                 var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                                 var wsum: [HI]D.VI = @splat(@splat(0));
@@ -428,8 +438,8 @@ fn KPanels(comptime q: packing.Quant) type {
         n_sb: usize,
         end: [*]const u8,
         pub const block: usize = if (k.panel_prim) |prim| kBlock(prim) else 1;
-        pub inline fn simd(self: @This(), comptime NT: usize, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
-            kPanelSimd(k.panel_prim.?, q, NT, panel, self.n_sb, self.end, x, x_stride, out);
+        pub inline fn simd(self: @This(), comptime NT: usize, stream: bool, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+            kPanelSimd(k.panel_prim.?, q, NT, panel, self.n_sb, stream, self.end, x, x_stride, out);
         }
         pub inline fn scalar(self: @This(), panel: [*]const u8, x: [*]const u8, out: *[16]f32) void {
             kPanelScalar(q, panel, self.n_sb, x, out);

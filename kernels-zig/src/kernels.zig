@@ -858,8 +858,9 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
 /// NT tokens against one panel: out[j][r] = row r . x_j for the 16 rows.
 /// Per row and group: acc = fma(f32(sum(w * x)), d_w * d_x, acc), groups
 /// left to right, the arithmetic of panelScalar whatever the vector width.
-/// How far ahead, in bytes rounded up to whole records, one token touches
-/// the panels it streams (PREFETCHT0 over a record per record read, within
+/// How far ahead, in bytes rounded up to whole records, the first token
+/// block over a panel (the one that streams it from memory; panelTokens)
+/// touches the panels (PREFETCHT0 over a record per record read, within
 /// the call's panels), as `k_panels.zig`'s `prefetch_records` does for the K
 /// records. A 512 MB matrix of 2,048 columns, Ice Lake, best of 3 runs of 3,
 /// without -> with (8 KB ahead): 1 thread Q4_0 7.9 -> 9.7 GB/s, Q8_0 8.9 ->
@@ -868,17 +869,26 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
 const prefetch_ahead: usize = 8192;
 
 /// Touches (PREFETCHT0, line by line) the record of `rec` bytes `d` records
-/// after the one at r, when it lies before `end` (the end of the panels a
-/// one-token call streams).
+/// after the one at r, when it lies before `end` (the end of the panels the
+/// call streams).
 pub inline fn prefetchRecord(comptime rec: usize, comptime d: usize, r: [*]const u8, end: [*]const u8) void {
-    if (@intFromPtr(r) + (d + 1) * rec > @intFromPtr(end)) return;
-    const ahead = r + d * rec;
-    comptime var line: usize = 0;
-    inline while (line < rec) : (line += 64) @prefetch(ahead + line, .{ .rw = .read, .locality = 3, .cache = .data });
+    prefetchPart(rec, d, 1, 0, r, end);
 }
 
-/// `end`: the end of the panels the call reads (one token prefetches up to it).
-inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, end: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+/// Part `part` of `parts` of prefetchRecord's lines: a kernel that spends
+/// long on a record (several tokens) spreads the record's prefetches over
+/// its steps instead of issuing them in one burst.
+pub inline fn prefetchPart(comptime rec: usize, comptime d: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
+    if (@intFromPtr(r) + (d + 1) * rec > @intFromPtr(end)) return;
+    const ahead = r + d * rec;
+    const lines = comptime std.math.divCeil(usize, rec, 64) catch unreachable;
+    comptime var line: usize = part * lines / parts;
+    inline while (line < (part + 1) * lines / parts) : (line += 1) @prefetch(ahead + line * 64, .{ .rw = .read, .locality = 3, .cache = .data });
+}
+
+/// `stream`: the panel comes from memory (the first token block over it),
+/// so the kernel prefetches ahead, up to `end`, the end of the call's panels.
+inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, stream: bool, end: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
     @setEvalBranchQuota(200000);
     const D = PanelDot(prim, q);
     const R = D.rows;
@@ -905,7 +915,7 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
         }
         for (0..ng) |g| {
             const r = panel + g * rec;
-            if (NT == 1) prefetchRecord(rec, comptime std.math.divCeil(usize, prefetch_ahead, rec) catch unreachable, r, end);
+            if (stream and ho == 0) prefetchRecord(rec, comptime std.math.divCeil(usize, prefetch_ahead, rec) catch unreachable, r, end);
             inline for (0..HI) |hi| {
                 const h = ho + hi;
                 const sc: @Vector(R, f16) = @bitCast(r[h * R * 2 ..][0 .. R * 2].*);
@@ -980,9 +990,17 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
     }
 }
 
+/// One block of NT tokens against one panel: out rows [0, valid) of token j
+/// to y[j * y_stride ..].
+inline fn panelBlockOut(comptime K: type, comptime NT: usize, kern: K, stream: bool, panel: [*]const u8, x: [*]const u8, x_stride: usize, y: [*]f32, y_stride: usize, valid: usize) void {
+    var out: [NT][16]f32 = undefined;
+    kern.simd(NT, stream, panel, x, x_stride, &out);
+    inline for (0..NT) |j| @memcpy(y[j * y_stride ..][0..valid], out[j][0..valid]);
+}
+
 /// Runs one panel kernel over panels [0, n_panels) of `pb` bytes each and
 /// tokens [0, n_tok), writing the first `rows` rows: `kern.simd(NT, ...)` on
-/// blocks of `K.block` tokens and then one token at a time, or
+/// blocks of `K.block` tokens and then one block of the rest, or
 /// `kern.scalar(...)` on the scalar variant. Every token gets the same
 /// arithmetic whatever n_tok (each kernel's contract).
 pub inline fn panelTokens(comptime K: type, kern: K, w: [*]const u8, pb: usize, n_panels: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
@@ -991,16 +1009,16 @@ pub inline fn panelTokens(comptime K: type, kern: K, w: [*]const u8, pb: usize, 
         const valid: usize = @min(16, rows - p * 16);
         var t: usize = 0;
         if (panel_prim != null) {
-            // Whole blocks, then the rest in halving blocks (8, 4, 2, 1 tokens
-            // when the block is 8): a decode step of a few sequences keeps
-            // several tokens per weight load.
-            comptime var nb: usize = K.block;
-            inline while (nb >= 1) : (nb /= 2) {
-                while (t + nb <= n_tok) : (t += nb) {
-                    var out: [nb][16]f32 = undefined;
-                    kern.simd(nb, panel, x + t * x_stride, x_stride, &out);
-                    inline for (0..nb) |j| @memcpy(y[(t + j) * y_stride + p * 16 ..][0..valid], out[j][0..valid]);
-                }
+            // Whole blocks, then the rest in one block of its own size: a
+            // decode step of a few sequences, or a speculative check of a few
+            // rows, reads each weight once (5 rows as 4 + 1 read the panel
+            // twice and ran the one-token kernel over it).
+            while (t + K.block <= n_tok) : (t += K.block) {
+                panelBlockOut(K, K.block, kern, t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
+            }
+            const rest = n_tok - t;
+            inline for (1..K.block) |nb| {
+                if (rest == nb) panelBlockOut(K, nb, kern, t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
             }
         } else {
             while (t < n_tok) : (t += 1) {
@@ -1018,8 +1036,8 @@ fn GroupPanels(comptime q: packing.Quant) type {
         ng: usize,
         end: [*]const u8,
         pub const block: usize = if (panel_prim) |prim| panelBlock(prim) else 1;
-        pub inline fn simd(self: @This(), comptime NT: usize, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
-            panelSimd(panel_prim.?, q, NT, panel, self.ng, self.end, x, x_stride, out);
+        pub inline fn simd(self: @This(), comptime NT: usize, stream: bool, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
+            panelSimd(panel_prim.?, q, NT, panel, self.ng, stream, self.end, x, x_stride, out);
         }
         pub inline fn scalar(self: @This(), panel: [*]const u8, x: [*]const u8, out: *[16]f32) void {
             panelScalar(q, panel, self.ng, x, out);
