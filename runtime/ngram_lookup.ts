@@ -26,7 +26,10 @@ export const MAX_LOOKUP_NGRAM = 16;
 export const LOOKUP_CLASS = {
   /** Every token since the last proposal was the source's next: go on copying. */
   follow: 17,
-  /** After a change, the last 1-3 tokens (class 17 + k) found again near where the copy stopped. */
+  /**
+   * After a change, the last k = 1-3 tokens found again near where the copy
+   * stopped: class resync + k (18-20).
+   */
   resync: 17,
   /** After a change of a few tokens, the source just after the token it replaced. */
   replace: 21,
@@ -186,12 +189,13 @@ function nearest(
   most: number,
 ): { from: number; k: number } | undefined {
   const end = history.length;
+  // The match [j, j + k) ends before the suffix [end - k, end) starts.
+  const fits = (j: number, k: number) => j >= 0 && j + 2 * k <= end && same(history, j, end - k, k);
   for (let k = most; k >= 1; k--) {
-    for (let d = 0; d <= Math.max(RESYNC_BACK, RESYNC_AHEAD); d++) {
-      for (const j of d === 0 ? [q] : [q + d, q - d]) {
-        if (j < 0 || j < q - RESYNC_BACK || j > q + RESYNC_AHEAD || j + 2 * k > end) continue;
-        if (same(history, j, end - k, k)) return { from: j + k, k };
-      }
+    // q, then q + 1, q - 1, q + 2, q - 2, ...: the nearest first, ahead before behind.
+    for (let d = 0; d <= RESYNC_AHEAD; d++) {
+      if (fits(q + d, k)) return { from: q + d + k, k };
+      if (d > 0 && d <= RESYNC_BACK && fits(q - d, k)) return { from: q - d + k, k };
     }
   }
   return undefined;
