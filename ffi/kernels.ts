@@ -417,7 +417,8 @@ export class Kernels {
   }
 
   /**
-   * Peak resident set size of this process in bytes (getrusage). The wasm
+   * Peak resident set size of this process in bytes (VmHWM of /proc/self/status, else
+   * getrusage, whose figure Linux carries over from a parent process). The wasm
    * build cannot ask the OS: there it is the current RSS, which linear
    * memory (never shrinking) keeps close to the peak.
    */

@@ -29,6 +29,8 @@ const pool_mod = if (is_wasm) @import("pool_wasm.zig") else @import("pool.zig");
 const io = if (is_wasm) struct {} else @import("io.zig");
 /// Explicit prefetch (claim 6): native only.
 const prefetch = if (is_wasm) struct {} else @import("prefetch.zig");
+/// /proc/self sizes for cf_peak_rss and cf_memory_usage: native only.
+const proc_status = if (is_wasm) struct {} else @import("proc_status.zig");
 
 const assert = std.debug.assert;
 const Status = abi.Status;
@@ -162,10 +164,15 @@ export fn cf_variant_supported(variant: u32, disable_mask: u64) i32 {
 }
 
 /// uint64_t cf_peak_rss(void): the process's peak resident set in bytes
-/// (getrusage ru_maxrss), 0 if unavailable. Deno cannot read /proc/self
-/// without full permissions, so the library reports it.
+/// (VmHWM of /proc/self/status; getrusage's ru_maxrss where that cannot be
+/// read), 0 if unavailable. Deno cannot read /proc/self without full
+/// permissions, so the library reports it. ru_maxrss alone is wrong for a
+/// child process: Linux carries it over from the parent at fork and exec,
+/// so a small child of a large parent reported the parent's peak.
 export fn cf_peak_rss() u64 {
     if (is_wasm) return 0; // the host reports it (ffi/wasm_backend.ts)
+    var hwm: [1]u64 = undefined;
+    if (proc_status.readKb("/proc/self/status", &.{"VmHWM:"}, &hwm)) return hwm[0];
     const usage = std.posix.getrusage(std.posix.rusage.SELF);
     if (usage.maxrss <= 0) return 0;
     return @as(u64, @intCast(usage.maxrss)) * 1024;
@@ -179,29 +186,11 @@ export fn cf_memory_usage(out: ?[*]u8, out_len: usize) i32 {
     if (is_wasm) return Status.unsupported.code();
     const dst = out orelse return Status.invalid_arg.code();
     if (out_len != 32) return Status.length.code();
-    var buf: [16384]u8 = undefined;
-    const fd = std.posix.open("/proc/self/smaps_rollup", .{ .ACCMODE = .RDONLY }, 0) catch return Status.unsupported.code();
-    defer std.posix.close(fd);
-    var n: usize = 0;
-    while (n < buf.len) {
-        const got = std.posix.read(fd, buf[n..]) catch return Status.unsupported.code();
-        if (got == 0) break;
-        n += got;
+    var values: [4]u64 = undefined;
+    if (!proc_status.readKb("/proc/self/smaps_rollup", &.{ "Rss:", "Pss:", "Pss_File:", "Pss_Anon:" }, &values)) {
+        return Status.unsupported.code();
     }
-    const names = [_][]const u8{ "Rss:", "Pss:", "Pss_File:", "Pss_Anon:" };
-    var found = [_]bool{false} ** names.len;
-    var lines = std.mem.splitScalar(u8, buf[0..n], '\n');
-    while (lines.next()) |line| {
-        for (names, 0..) |name, i| {
-            if (!std.mem.startsWith(u8, line, name)) continue;
-            var fields = std.mem.tokenizeAny(u8, line[name.len..], " \t");
-            const kb = std.fmt.parseInt(u64, fields.next() orelse break, 10) catch break;
-            if (kb > (1 << 50)) break;
-            std.mem.writeInt(u64, dst[i * 8 ..][0..8], kb * 1024, .little);
-            found[i] = true;
-        }
-    }
-    for (found) |f| if (!f) return Status.unsupported.code();
+    for (values, 0..) |v, i| std.mem.writeInt(u64, dst[i * 8 ..][0..8], v, .little);
     return Status.ok.code();
 }
 
@@ -1053,6 +1042,7 @@ test {
     _ = @import("act_q8_k.zig");
     if (!is_wasm) _ = io;
     if (!is_wasm) _ = prefetch;
+    if (!is_wasm) _ = proc_status;
 }
 
 test "exports validate before dispatching" {
