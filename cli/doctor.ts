@@ -46,6 +46,8 @@ export interface DoctorReport {
     disabledFeatures: string[];
     /** Whether `--packed auto` packs weights into panels on this variant, and its panel kernel. */
     panels: { default: boolean; kernel: string };
+    /** Whether the panel kernels prefetch ahead of their reads, the mode and its source. */
+    panelPrefetch: { on: boolean; mode: string; source: string };
   };
   threads: { count: number; source: string };
   /**
@@ -103,6 +105,7 @@ export function diagnose(options: KernelOptions): DoctorReport {
       supported: k.supportedVariants(k.disabledFeatures),
       disabledFeatures: [...k.disabledFeatures],
       panels: { default: panelsByDefault(k.variant), kernel: PANEL_KERNELS[k.variant] },
+      panelPrefetch: k.panelPrefetch,
     },
     threads: { count: k.threads, source: threadSource },
     cache: cacheReport(),
@@ -150,6 +153,15 @@ export function formatReport(r: DoctorReport): string {
     `weights     ${
       r.kernels.panels.default ? "packed into panels at load" : "tiles read in place"
     } (--packed auto; panel kernel: ${r.kernels.panels.kernel})`,
+    `prefetch    panel kernels ${
+      r.kernels.panelPrefetch.on ? "prefetch ahead" : "leave it to the hardware"
+    } (${
+      r.kernels.panelPrefetch.mode === "auto"
+        ? "auto: off on AMD, on elsewhere"
+        : `${r.kernels.panelPrefetch.mode}, from ${
+          r.kernels.panelPrefetch.source === "env" ? "CFLOW_PANEL_PREFETCH" : "the options"
+        }`
+    })`,
     `backend     ${
       r.kernels.backend === "native"
         ? "native library (FFI)"

@@ -327,6 +327,7 @@ export async function runGenerate(args: GenerateArgs): Promise<number> {
           context_length: model.contextLength,
           kernel_variant: model.kernelVariant,
           weights: model.loadStats.packed ? "panels" : "tiles",
+          panel_prefetch: openKernels().panelPrefetch.on,
           pack_ms: model.loadStats.packMs,
           evict: model.evictMode,
           ...(stats.memory && {

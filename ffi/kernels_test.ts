@@ -355,4 +355,37 @@ Deno.test("settings parse strictly and name their source", () => {
     disable: ["avx512f"],
   });
   assert.deepEqual(kernelOptionsFromEnv(() => undefined), {});
+  for (const mode of ["auto", "on", "off"] as const) {
+    assert.deepEqual(kernelOptionsFromEnv((n) => n === "CFLOW_PANEL_PREFETCH" ? mode : undefined), {
+      panelPrefetch: mode,
+    });
+  }
+  assert.throws(
+    () => kernelOptionsFromEnv((n) => n === "CFLOW_PANEL_PREFETCH" ? "1" : undefined),
+    /CFLOW_PANEL_PREFETCH: "1" is not auto, on or off/,
+  );
+});
+
+Deno.test({
+  name: "panel prefetch: on and off as asked, auto by the CPU's vendor",
+  ignore: openKernels().backend === "wasm",
+  fn: () => {
+    const k = openKernels();
+    try {
+      k.configure({ panelPrefetch: "on" });
+      assert.deepEqual(k.panelPrefetch, { on: true, mode: "on", source: "option" });
+      k.configure({ panelPrefetch: "off" });
+      assert.deepEqual(k.panelPrefetch, { on: false, mode: "off", source: "option" });
+      k.configure({ panelPrefetch: "auto" });
+      const amd = /^AMD /.test(k.cpuModel);
+      assert.equal(k.panelPrefetch.on, !amd, `${k.cpuModel}: ${JSON.stringify(k.panelPrefetch)}`);
+      assert.throws(
+        // deno-lint-ignore no-explicit-any
+        () => k.configure({ panelPrefetch: "sometimes" as any }),
+        /panelPrefetch: "sometimes" is not auto, on or off/,
+      );
+    } finally {
+      k.configure();
+    }
+  },
 });

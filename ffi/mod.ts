@@ -48,7 +48,7 @@ export {
   parseVariant,
   ROPE_MAX_POS,
 } from "./kernels.ts";
-export type { KernelOptions, SettingSource, WeightType } from "./kernels.ts";
+export type { KernelOptions, PanelPrefetch, SettingSource, WeightType } from "./kernels.ts";
 export { AlignedBuffer, allocAligned, mapFile, MappedFile, MemoryRegion } from "./memory.ts";
 export { createStage, DirectFile, MAX_STAGE_SLOTS, openDirect, Stage } from "./io.ts";
 export type { FetchResult, OpenDirectOptions, StageStats } from "./io.ts";

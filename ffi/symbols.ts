@@ -34,6 +34,8 @@ export const symbols = {
   cf_peak_rss: { parameters: [], result: "u64" },
   // int32_t cf_set_prefetch(uint32_t on)
   cf_set_prefetch: { parameters: ["u32"], result: "i32" },
+  // int32_t cf_set_panel_prefetch(uint32_t mode): 0 auto (by CPU), 1 on, 2 off; returns 1/0 or a status
+  cf_set_panel_prefetch: { parameters: ["u32"], result: "i32" },
   // int32_t cf_memory_usage(uint64_t *out, size_t out_len): RSS, PSS, Pss_File, Pss_Anon
   cf_memory_usage: { parameters: ["buffer", "usize"], result: "i32" },
   // uint32_t cf_physical_cores(void)

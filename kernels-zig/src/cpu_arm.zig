@@ -74,6 +74,12 @@ pub fn best(set: u64) abi.Variant {
     return .scalar;
 }
 
+/// Panel kernels prefetch ahead (kernels.zig `panel_prefetch`): not
+/// measured on aarch64; kept as on x86 CPUs other than AMD's.
+pub fn panelPrefetchPays() bool {
+    return true;
+}
+
 /// The CPU's implementer and part from MIDR_EL1 as the kernel exposes it
 /// (sysfs), e.g. "aarch64 MIDR 0x413fd0c1"; empty when it cannot be read.
 pub fn brand(out: *[48]u8) []const u8 {

@@ -18,6 +18,11 @@ pub fn best(features: u64) abi.Variant {
     return .scalar;
 }
 
+/// The scalar kernel compiled for wasm32 never prefetches.
+pub fn panelPrefetchPays() bool {
+    return false;
+}
+
 pub fn physicalCores() u32 {
     return 1;
 }

@@ -523,7 +523,11 @@ test "K panels: every variant equals the one-value-at-a-time reference bit for b
         const stride = ActRow.bytes(ng);
         var x: [9 * ActRow.bytes(16)]u8 align(64) = undefined;
         randomActRows(rng, ng, 9, &x);
-        for (1..10) |n_tok| {
+        // With and without the in-kernel prefetch (panel_prefetch): the same bits.
+        defer k.panel_prefetch.store(true, .monotonic);
+        for (0..2 * 9) |case| {
+            k.panel_prefetch.store(case < 9, .monotonic);
+            const n_tok = case % 9 + 1;
             var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
             kPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);
             for (0..n_tok) |t| {

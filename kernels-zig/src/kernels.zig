@@ -868,6 +868,15 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
 /// -> 16.2, 13.0 -> 17.3. 4 KB gained less, 16 KB the same.
 const prefetch_ahead: usize = 8192;
 
+/// Whether the first token block over a panel prefetches ahead as it
+/// streams the panel (`stream`: `prefetch_ahead` here, `prefetch_records`
+/// in k_panels.zig), or leaves it to the hardware prefetchers. Each variant
+/// object holds its own copy; `cf_set_panel_prefetch` (root.zig) sets every
+/// linked one, from the CPU unless told. It paid on Intel (Ice Lake: the
+/// figures above) and cost on AMD: Zen 4, Qwen2.5-Coder-1.5B Q4_K_M decode
+/// at 1 thread 12.6-14.9 tok/s with it, 17.7-22.1 without (docs/KERNELS.md).
+pub var panel_prefetch = std.atomic.Value(bool).init(true);
+
 /// Touches (PREFETCHT0, line by line) the record of `rec` bytes `d` records
 /// after the one at r, when it lies before `end` (the end of the panels the
 /// call streams).
@@ -1004,6 +1013,7 @@ inline fn panelBlockOut(comptime K: type, comptime NT: usize, kern: K, stream: b
 /// `kern.scalar(...)` on the scalar variant. Every token gets the same
 /// arithmetic whatever n_tok (each kernel's contract).
 pub inline fn panelTokens(comptime K: type, kern: K, w: [*]const u8, pb: usize, n_panels: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
+    const prefetch = panel_prefetch.load(.monotonic);
     for (0..n_panels) |p| {
         const panel = w + p * pb;
         const valid: usize = @min(16, rows - p * 16);
@@ -1014,11 +1024,11 @@ pub inline fn panelTokens(comptime K: type, kern: K, w: [*]const u8, pb: usize, 
             // rows, reads each weight once (5 rows as 4 + 1 read the panel
             // twice and ran the one-token kernel over it).
             while (t + K.block <= n_tok) : (t += K.block) {
-                panelBlockOut(K, K.block, kern, t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
+                panelBlockOut(K, K.block, kern, prefetch and t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
             }
             const rest = n_tok - t;
             inline for (1..K.block) |nb| {
-                if (rest == nb) panelBlockOut(K, nb, kern, t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
+                if (rest == nb) panelBlockOut(K, nb, kern, prefetch and t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
             }
         } else {
             while (t < n_tok) : (t += 1) {
@@ -1555,7 +1565,11 @@ test "packed panels: every variant equals the one-value-at-a-time reference bit 
                 total += sum;
             }
         }
-        for (1..10) |n_tok| {
+        // With and without the in-kernel prefetch (panel_prefetch): the same bits.
+        defer panel_prefetch.store(true, .monotonic);
+        for (0..2 * 9) |case| {
+            panel_prefetch.store(case < 9, .monotonic);
+            const n_tok = case % 9 + 1;
             var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
             packedPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);
             for (0..n_tok) |t| {

@@ -204,6 +204,35 @@ export fn cf_set_prefetch(on: u32) i32 {
     return Status.ok.code();
 }
 
+/// How the panel kernels prefetch (cf_set_panel_prefetch): 0 as the CPU
+/// suggests, 1 always, 2 never. Applied by cf_init and by the setter.
+var panel_prefetch_mode: u32 = 0;
+
+/// Sets every linked variant's panel prefetch from `panel_prefetch_mode`;
+/// returns whether it is on. Called under init_lock.
+fn applyPanelPrefetch() bool {
+    const on = switch (panel_prefetch_mode) {
+        0 => cpu.panelPrefetchPays(),
+        1 => true,
+        else => false,
+    };
+    for (linked) |v| tables[@intFromEnum(v) - 1].?.set_panel_prefetch(@intFromBool(on));
+    return on;
+}
+
+/// int32_t cf_set_panel_prefetch(uint32_t mode): whether the panel kernels
+/// prefetch ahead of the panels they stream (kernels.zig `panel_prefetch`):
+/// 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
+/// or 0, the state now in force, or a status. Kept across cf_init; no kernel
+/// may run concurrently with it.
+export fn cf_set_panel_prefetch(mode: u32) i32 {
+    if (mode > 2) return Status.invalid_arg.code();
+    init_lock.lock();
+    defer init_lock.unlock();
+    panel_prefetch_mode = mode;
+    return @intFromBool(applyPanelPrefetch());
+}
+
 /// uint32_t cf_physical_cores(void)
 export fn cf_physical_cores() u32 {
     return cpu.physicalCores();
@@ -237,6 +266,7 @@ export fn cf_init(variant: u32, threads: u32, disable_mask: u64) i32 {
             return Status.no_memory.code();
         };
     }
+    _ = applyPanelPrefetch();
     active.store(@intFromEnum(chosen), .release);
     return @intCast(@intFromEnum(chosen));
 }
@@ -1048,6 +1078,13 @@ test {
 test "exports validate before dispatching" {
     try std.testing.expectEqual(@as(i32, 0), cf_init(1, 2, 0) - 1);
     defer cf_shutdown();
+    // Panel prefetch: auto follows the CPU, on and off are kept across cf_init.
+    try std.testing.expectEqual(Status.invalid_arg.code(), cf_set_panel_prefetch(3));
+    try std.testing.expectEqual(@as(i32, 1), cf_set_panel_prefetch(1));
+    try std.testing.expectEqual(@as(i32, 0), cf_set_panel_prefetch(2));
+    try std.testing.expectEqual(@as(i32, 1), cf_init(1, 2, 0));
+    try std.testing.expectEqual(@as(i32, 0), cf_set_panel_prefetch(2));
+    try std.testing.expectEqual(@as(i32, @intFromBool(cpu.panelPrefetchPays())), cf_set_panel_prefetch(0));
     var x: [64]f32 = undefined;
     for (&x, 0..) |*v, i| v.* = @floatFromInt(i);
     var q: [68]u8 = undefined;

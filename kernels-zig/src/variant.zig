@@ -116,6 +116,11 @@ fn blockStripe(t: u32, base: [*]const u8, tr: usize, cols: usize, act: [*]const 
     bk.blockStripe(@enumFromInt(t), base, tr, cols, act, act_stride, n_tok, y, y_stride);
 }
 
+fn setPanelPrefetch(on: u32) callconv(.c) void {
+    assert(on <= 1);
+    k.panel_prefetch.store(on == 1, .monotonic);
+}
+
 comptime {
     // Every field of the dispatch table is exported under the variant's prefix.
     const impls = .{
@@ -136,6 +141,7 @@ comptime {
         .f32_to_f16 = &f32ToF16,
         .attention_group = &attentionGroup,
         .block_stripe = &blockStripe,
+        .set_panel_prefetch = &setPanelPrefetch,
     };
     for (std.meta.fields(Table)) |field| {
         const f: field.type = @field(impls, field.name);
