@@ -7,7 +7,7 @@
  * @module
  */
 
-import { convertFile, type TargetQuant } from "../convert/mod.ts";
+import type { TargetQuant } from "../convert/mod.ts";
 import type { Progress } from "../formats/cflow/mod.ts";
 import { resolveBuiltin } from "./builtin.ts";
 import { convertedDir } from "./cache_paths.ts";
@@ -106,6 +106,10 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
     if (!(error instanceof Deno.errors.NotFound)) throw error;
   }
   options.onConvert?.(real, target);
+  // The converter is loaded only to convert: a process that opens a cached
+  // conversion (every run after the first) does not hold its code (2.4 MB of
+  // RSS, part of SmolLM2's peak against issue 18's bound).
+  const { convertFile } = await import("../convert/mod.ts");
   await convertFile(real, target, {
     format: "cflow",
     quant,
