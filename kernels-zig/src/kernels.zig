@@ -868,13 +868,16 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
 /// -> 16.2, 13.0 -> 17.3. 4 KB gained less, 16 KB the same.
 const prefetch_ahead: usize = 8192;
 
-/// Whether the first token block over a panel prefetches ahead as it
-/// streams the panel (`stream`: `prefetch_ahead` here, `prefetch_records`
-/// in k_panels.zig), or leaves it to the hardware prefetchers. Each variant
-/// object holds its own copy; `cf_set_panel_prefetch` (root.zig) sets every
-/// linked one, from the CPU unless told. It paid on Intel (Ice Lake: the
-/// figures above) and cost on AMD: Zen 4, Qwen2.5-Coder-1.5B Q4_K_M decode
-/// at 1 thread 12.6-14.9 tok/s with it, 17.7-22.1 without (docs/KERNELS.md).
+/// Whether a one-token block streaming a panel prefetches ahead of its reads
+/// (`stream`: `prefetch_ahead` here, `prefetch_records` in k_panels.zig),
+/// or leaves it to the hardware prefetchers; the first block of several
+/// tokens always prefetches. Each variant object holds its own copy;
+/// `cf_set_panel_prefetch` (root.zig) sets every linked one, from the CPU
+/// unless told. It paid on Intel (Ice Lake: the figures above) and cost on
+/// AMD: Zen 4, Qwen2.5-Coder-1.5B Q4_K_M decode at 1 thread 12.6-14.9 tok/s
+/// with it, 17.7-22.1 without. Several tokens gain from it there too: a
+/// speculative check's rows cost 0.05 of a decode step with the prefetch,
+/// 0.22 without (docs/KERNELS.md).
 pub var panel_prefetch = std.atomic.Value(bool).init(true);
 
 /// Touches (PREFETCHT0, line by line) the record of `rec` bytes `d` records
@@ -1013,22 +1016,24 @@ inline fn panelBlockOut(comptime K: type, comptime NT: usize, kern: K, stream: b
 /// `kern.scalar(...)` on the scalar variant. Every token gets the same
 /// arithmetic whatever n_tok (each kernel's contract).
 pub inline fn panelTokens(comptime K: type, kern: K, w: [*]const u8, pb: usize, n_panels: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
+    // One token prefetches as panel_prefetch says; several always do.
     const prefetch = panel_prefetch.load(.monotonic);
     for (0..n_panels) |p| {
         const panel = w + p * pb;
         const valid: usize = @min(16, rows - p * 16);
         var t: usize = 0;
         if (panel_prim != null) {
+            comptime assert(K.block > 1);
             // Whole blocks, then the rest in one block of its own size: a
             // decode step of a few sequences, or a speculative check of a few
             // rows, reads each weight once (5 rows as 4 + 1 read the panel
             // twice and ran the one-token kernel over it).
             while (t + K.block <= n_tok) : (t += K.block) {
-                panelBlockOut(K, K.block, kern, prefetch and t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
+                panelBlockOut(K, K.block, kern, t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
             }
             const rest = n_tok - t;
             inline for (1..K.block) |nb| {
-                if (rest == nb) panelBlockOut(K, nb, kern, prefetch and t == 0, panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
+                if (rest == nb) panelBlockOut(K, nb, kern, t == 0 and (nb > 1 or prefetch), panel, x + t * x_stride, x_stride, y + t * y_stride + p * 16, y_stride, valid);
             }
         } else {
             while (t < n_tok) : (t += 1) {
