@@ -46,7 +46,7 @@ export interface DoctorReport {
     disabledFeatures: string[];
     /** Whether `--packed auto` packs weights into panels on this variant, and its panel kernel. */
     panels: { default: boolean; kernel: string };
-    /** Whether the panel kernels prefetch ahead of their reads, the mode and its source. */
+    /** Whether one-token panel kernels prefetch ahead of their reads, the mode and its source. */
     panelPrefetch: { on: boolean; mode: string; source: string };
   };
   threads: { count: number; source: string };

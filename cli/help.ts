@@ -41,7 +41,7 @@ const ENVIRONMENT: readonly (readonly [string, string])[] = [
   ["CFLOW_CPU_DISABLE", "comma-separated CPU features to treat as absent"],
   [
     "CFLOW_PANEL_PREFETCH",
-    "auto | on | off: panel kernels prefetch ahead of their reads (auto: off on AMD, on elsewhere)",
+    "auto | on | off: one-token panel kernels prefetch ahead (auto: off on AMD, on elsewhere)",
   ],
   ["CFLOW_KERNELS", "path of a kernel library to load instead of the local build"],
   [

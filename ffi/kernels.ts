@@ -63,10 +63,11 @@ export interface KernelOptions {
    */
   prefetch?: boolean;
   /**
-   * Whether the panel kernels prefetch ahead of the panels they stream (env
-   * `CFLOW_PANEL_PREFETCH=auto|on|off`). "auto" (the default) as the CPU suggests: off on AMD,
-   * whose hardware prefetchers did better alone (Zen 4: Qwen2.5-Coder-1.5B decode 14.9 -> 22
-   * tok/s at 1 thread), on elsewhere (Ice Lake gained 20-35% read speed with it).
+   * Whether the one-token panel kernels prefetch ahead of the panels they stream (env
+   * `CFLOW_PANEL_PREFETCH=auto|on|off`; several tokens always do). "auto" (the default) as the
+   * CPU suggests: off on AMD, whose hardware prefetchers did better alone (Zen 4:
+   * Qwen2.5-Coder-1.5B decode 14.9 -> 22 tok/s at 1 thread), on elsewhere (Ice Lake gained
+   * 20-35% read speed with it).
    */
   panelPrefetch?: PanelPrefetch;
 }
@@ -403,8 +404,8 @@ export class Kernels {
   }
 
   /**
-   * Whether the panel kernels prefetch ahead of the panels they stream, the mode asked for
-   * ("auto": as the CPU suggests) and where that came from.
+   * Whether the one-token panel kernels prefetch ahead of the panels they stream, the mode
+   * asked for ("auto": as the CPU suggests) and where that came from.
    */
   get panelPrefetch(): { on: boolean; mode: PanelPrefetch; source: SettingSource } {
     return { ...this.#panelPrefetch };

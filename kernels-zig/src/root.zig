@@ -220,8 +220,8 @@ fn applyPanelPrefetch() bool {
     return on;
 }
 
-/// int32_t cf_set_panel_prefetch(uint32_t mode): whether the panel kernels
-/// prefetch ahead of the panels they stream (kernels.zig `panel_prefetch`):
+/// int32_t cf_set_panel_prefetch(uint32_t mode): whether one-token panel
+/// kernels prefetch ahead of the panels they stream (kernels.zig `panel_prefetch`; several tokens always do):
 /// 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
 /// or 0, the state now in force, or a status. Kept across cf_init; no kernel
 /// may run concurrently with it.
