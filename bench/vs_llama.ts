@@ -453,7 +453,8 @@ let LIB = `${ROOT}/kernels-zig/zig-out/lib/libcflow_kernels.so`;
 let NLC_DIR = `${ROOT}/.tools/llamacpp`;
 const CONVERTED = `${ROOT}/cache/converted`;
 const FIXTURE = `${ROOT}/tests/fixtures/llamacpp/teacher_forced.json`;
-const CFLOW_ENV = "CFLOW_KERNELS,CFLOW_THREADS,CFLOW_KERNEL_VARIANT,CFLOW_CPU_DISABLE,CFLOW_PANEL_PREFETCH,CFLOW_CACHE";
+const CFLOW_ENV =
+  "CFLOW_KERNELS,CFLOW_THREADS,CFLOW_KERNEL_VARIANT,CFLOW_CPU_DISABLE,CFLOW_PANEL_PREFETCH,CFLOW_CACHE";
 
 let haveTaskset = false;
 /** Real paths of the models (a symlinked cache folder resolves outside the checkout). */
