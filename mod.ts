@@ -91,6 +91,7 @@ export type {
   CpuFeature,
   KernelBackend,
   KernelOptions,
+  PanelPrefetch,
   SettingSource,
   VariantName,
   WeightType,
