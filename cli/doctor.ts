@@ -153,7 +153,7 @@ export function formatReport(r: DoctorReport): string {
     `weights     ${
       r.kernels.panels.default ? "packed into panels at load" : "tiles read in place"
     } (--packed auto; panel kernel: ${r.kernels.panels.kernel})`,
-    `prefetch    panel kernels ${
+    `prefetch    one-token panel kernels ${
       r.kernels.panelPrefetch.on ? "prefetch ahead" : "leave it to the hardware"
     } (${
       r.kernels.panelPrefetch.mode === "auto"

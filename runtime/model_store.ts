@@ -107,8 +107,8 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
   }
   options.onConvert?.(real, target);
   // The converter is loaded only to convert: a process that opens a cached
-  // conversion (every run after the first) does not hold its code (2.4 MB of
-  // RSS, part of SmolLM2's peak against issue 18's bound).
+  // conversion (every run after the first) does not hold its code (importing
+  // runtime/mod.ts measured 2-4 MB less RSS).
   const { convertFile } = await import("../convert/mod.ts");
   await convertFile(real, target, {
     format: "cflow",

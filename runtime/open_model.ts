@@ -36,11 +36,20 @@ export interface OpenedModel {
 }
 
 /**
- * The tokenizer a model file carries: GGUF tokenizer metadata, or an HF
- * tokenizer.json embedded by the converter (files converted before it
- * embedded them name the checkpoint's files instead).
+ * The tokenizer a model file carries ({@link buildTokenizer}), then drops what it was built
+ * from out of the metadata the model keeps ({@link releaseTokenizerData}).
  */
 function tokenizerOf(file: LoadedTiledFile, path: string): Tokenizer {
+  const tokenizer = buildTokenizer(file, path);
+  releaseTokenizerData(file.file.metadata);
+  return tokenizer;
+}
+
+/**
+ * Builds the tokenizer from GGUF tokenizer metadata, or an HF tokenizer.json embedded by the
+ * converter (files converted before it embedded them name the checkpoint's files instead).
+ */
+function buildTokenizer(file: LoadedTiledFile, path: string): Tokenizer {
   const meta = file.file.metadata;
   if (typeof meta.tokenizer === "object" && meta.tokenizer !== null) {
     return tokenizerFromGgufMetadata(meta.tokenizer as Record<string, unknown>);
@@ -65,8 +74,8 @@ function tokenizerOf(file: LoadedTiledFile, path: string): Tokenizer {
  * Drops from a model file's metadata what only its tokenizer was built from: the arrays of
  * GGUF tokenizer metadata (tokens, scores, token types, merges) and an embedded
  * tokenizer.json. The model keeps its file, and with it this metadata, for as long as it is
- * open; the arrays are 2.4 MiB of heap on SmolLM2's 49,152 tokens (the part of its peak RSS
- * above issue 18's bound), several times that on Qwen's 151,936. The scalar keys stay.
+ * open; the arrays are 2.4 MiB of heap on SmolLM2's 49,152 tokens, several times that on
+ * Qwen's 151,936. The scalar keys stay.
  */
 function releaseTokenizerData(meta: Record<string, unknown>): void {
   const t = meta.tokenizer;
@@ -95,7 +104,6 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
   let model: Transformer | undefined;
   try {
     const tokenizer = tokenizerOf(file, path);
-    releaseTokenizerData(file.file.metadata);
     model = Transformer.fromFile(file, options);
     return checked(path, model, tokenizer, file.file);
   } catch (error) {
@@ -140,7 +148,6 @@ export async function openModelAsync(
   let model: Transformer | undefined;
   try {
     const tokenizer = tokenizerOf(file, path);
-    releaseTokenizerData(file.file.metadata);
     model = await Transformer.fromFileAsync(file, options);
     return checked(path, model, tokenizer, file.file);
   } catch (error) {

@@ -204,7 +204,7 @@ export fn cf_set_prefetch(on: u32) i32 {
     return Status.ok.code();
 }
 
-/// How the panel kernels prefetch (cf_set_panel_prefetch): 0 as the CPU
+/// How one-token panel kernels prefetch (cf_set_panel_prefetch): 0 as the CPU
 /// suggests, 1 always, 2 never. Applied by cf_init and by the setter.
 var panel_prefetch_mode: u32 = 0;
 
@@ -221,8 +221,8 @@ fn applyPanelPrefetch() bool {
 }
 
 /// int32_t cf_set_panel_prefetch(uint32_t mode): whether one-token panel
-/// kernels prefetch ahead of the panels they stream (kernels.zig `panel_prefetch`; several tokens always do):
-/// 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
+/// kernels prefetch ahead of the panels they stream (kernels.zig
+/// `panel_prefetch`; several tokens always do): 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
 /// or 0, the state now in force, or a status. Kept across cf_init; no kernel
 /// may run concurrently with it.
 export fn cf_set_panel_prefetch(mode: u32) i32 {
