@@ -121,10 +121,14 @@ pub fn brand(out: *[48]u8) []const u8 {
 /// whose hardware prefetchers did better alone (measured on Zen 4; Intel
 /// measured on Ice Lake).
 pub fn panelPrefetchPays() bool {
+    return !isAmd();
+}
+
+/// Whether cpuid's vendor is "AuthenticAMD" (false off x86-64).
+pub fn isAmd() bool {
     const r = cpuid(0, 0);
     // "AuthenticAMD" in ebx, edx, ecx.
-    const amd = r.ebx == 0x68747541 and r.edx == 0x69746e65 and r.ecx == 0x444d4163;
-    return !amd;
+    return r.ebx == 0x68747541 and r.edx == 0x69746e65 and r.ecx == 0x444d4163;
 }
 
 /// Features each variant's object was compiled to assume (its CPU level).

@@ -80,6 +80,11 @@ pub fn panelPrefetchPays() bool {
     return true;
 }
 
+/// Not an x86 CPU: never AMD's (cpu.zig's isAmd).
+pub fn isAmd() bool {
+    return false;
+}
+
 /// The CPU's implementer and part from MIDR_EL1 as the kernel exposes it
 /// (sysfs), e.g. "aarch64 MIDR 0x413fd0c1"; empty when it cannot be read.
 pub fn brand(out: *[48]u8) []const u8 {

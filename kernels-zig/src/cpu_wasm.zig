@@ -23,6 +23,11 @@ pub fn panelPrefetchPays() bool {
     return false;
 }
 
+/// Not an x86 CPU: never AMD's (cpu.zig's isAmd).
+pub fn isAmd() bool {
+    return false;
+}
+
 pub fn physicalCores() u32 {
     return 1;
 }

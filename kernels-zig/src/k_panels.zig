@@ -183,6 +183,18 @@ inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
 /// (7-10 KB) brought Q4_K to 11.3-11.8 GB/s and Q6_K to 10.9-11.3 (2 ahead:
 /// Q4_K only; 6 and 10: less).
 const prefetch_records: usize = 3;
+/// The same for several tokens prefetching to L2 (`kernels.multi_prefetch_l2`).
+const prefetch_records_l2: usize = 2;
+
+/// Part `part` of `parts` of the record ahead, for a block of several
+/// tokens: to L2 two records ahead, or to L1 `prefetch_records` ahead.
+inline fn prefetchSpread(to_l2: bool, comptime rec: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
+    if (to_l2) {
+        k.prefetchPart(.l2, rec, prefetch_records_l2, parts, part, r, end);
+    } else {
+        k.prefetchPart(.l1, rec, prefetch_records, parts, part, r, end);
+    }
+}
 
 /// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:
 /// out[j][r] = row r . x_j for the 16 rows.
@@ -224,6 +236,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
     // dot products taking turns (a 512 MB matrix, 1 thread, Ice Lake: 8
     // tokens Q4_K 82 -> 66-68 ms, Q6_K 91 -> 63-66; the load alone 44-47).
     const spread = NT > 1;
+    const to_l2 = spread and stream and k.multi_prefetch_l2.load(.monotonic);
     inline for (0..HO) |ho| {
         var acc: [NT][HI]VF = @splat(@splat(@splat(0)));
         for (0..n_sb) |sb| {
@@ -241,7 +254,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     var t_sc: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     inline for (0..8) |sj| {
                         const l = sj / 2;
-                        if (spread and stream and ho == 0) k.prefetchPart(rec, prefetch_records, 8, sj, r, end);
+                        if (spread and stream and ho == 0) prefetchSpread(to_l2, rec, 8, sj, r, end);
                         pieceBarrier();
                         var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                         inline for (0..8) |c| {
@@ -286,29 +299,31 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                 .q6_k => {
                     // VNNI multiplies unsigned by signed bytes. One token
                     // (decode, where this kernel is bound by its operations
-                    // per weight) takes the quants q in 0..63 as they are and
-                    // starts each piece's sum at -32 times the piece's
-                    // activation sum (the ActRow's per-16 sums,
-                    // act_q8_k.zig): one dot product per chunk. Several
-                    // tokens take x + 128 (x XOR 0x80, one operation per
-                    // token) by the signed weight w = q - 32, and take 128
-                    // times the rows' scaled weight sums (shared by every
-                    // token) off once per super-block: T = T' - 128 sum_k
-                    // sc_k sum(w_k) (|T'| <= 16 * 16 * 32 * 255 * 128 <
-                    // 2^31); with the per-16 sums they held more registers
-                    // than the 8-token block has. Both are exact, so both
-                    // give the same T. The other primitives multiply w by x
+                    // per weight), and up to 4 on AVX-512, take the quants q
+                    // in 0..63 as they are and start each piece's sum at -32
+                    // times the piece's activation sum (the ActRow's per-16
+                    // sums, act_q8_k.zig): one dot product per chunk and
+                    // token. More tokens take x + 128 (x XOR 0x80, one
+                    // operation per token) by the signed weight w = q - 32,
+                    // and take 128 times the rows' scaled weight sums (shared
+                    // by every token) off once per super-block: T = T' - 128
+                    // sum_k sc_k sum(w_k) (|T'| <= 16 * 16 * 32 * 255 * 128 <
+                    // 2^31); with the per-16 sums 8 tokens held more
+                    // registers than there are (Zen 4, 8 rows of a
+                    // speculative check: 58.6 ms against 51.3; 2 to 4 rows
+                    // 10-15% faster unsigned). Both are exact, so both give
+                    // the same T. The other primitives multiply w by x
                     // directly (AVX2 through the sign trick, whose pairs must
                     // stay within i16).
                     const vnni = comptime (prim == .vnni512 or prim == .vnni256);
-                    const unsigned_q = comptime vnni and NT == 1;
-                    const xor_signed = comptime vnni and NT > 1;
+                    const unsigned_q = comptime vnni and (NT == 1 or (prim == .vnni512 and NT <= 4));
+                    const xor_signed = comptime vnni and !unsigned_q;
                     var t6: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     var tw: [HI]D.VI = @splat(@splat(0));
                     inline for (0..2) |n| {
                         inline for (0..4) |quad| {
                             inline for (0..2) |half| {
-                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) k.prefetchPart(rec, prefetch_records, 4, n * 2 + quad / 2, r, end);
+                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) prefetchSpread(to_l2, rec, 4, n * 2 + quad / 2, r, end);
                                 pieceBarrier();
                                 var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                                 var wsum: [HI]D.VI = @splat(@splat(0));
@@ -523,10 +538,13 @@ test "K panels: every variant equals the one-value-at-a-time reference bit for b
         const stride = ActRow.bytes(ng);
         var x: [9 * ActRow.bytes(16)]u8 align(64) = undefined;
         randomActRows(rng, ng, 9, &x);
-        // With and without the in-kernel prefetch (panel_prefetch): the same bits.
+        // With and without the in-kernel prefetch (panel_prefetch), several
+        // tokens prefetching to L1 and to L2 (multi_prefetch_l2): the same bits.
         defer k.panel_prefetch.store(true, .monotonic);
+        defer k.multi_prefetch_l2.store(false, .monotonic);
         for (0..2 * 9) |case| {
             k.panel_prefetch.store(case < 9, .monotonic);
+            k.multi_prefetch_l2.store(case >= 9, .monotonic);
             const n_tok = case % 9 + 1;
             var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
             kPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);

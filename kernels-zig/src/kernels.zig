@@ -880,22 +880,39 @@ const prefetch_ahead: usize = 8192;
 /// 0.22 without (docs/KERNELS.md).
 pub var panel_prefetch = std.atomic.Value(bool).init(true);
 
+/// Where the first block of several tokens over a K panel prefetches:
+/// PREFETCHT0 (L1), `prefetch_records` ahead, or PREFETCHT1 (L2) two records
+/// ahead. Set with `panel_prefetch` (`cf_set_panel_prefetch`), from the CPU's
+/// vendor: L2 on AMD, L1 elsewhere. Zen 4, Qwen2.5-Coder-1.5B Q4_K_M,
+/// `forwardAll` of k rows, 2 threads, best of 20 over 4 rounds, ms: k = 2, 3,
+/// 4, 6, 8 rows 35.2, 40.1, 44.7, 52.5, 58.4 with L1 three records ahead;
+/// 33.4, 36.0, 39.2, 48.2, 52.3 with L2 two ahead (one row: 30.5). The L1
+/// setting was tuned on Ice Lake, where L2 was not measured.
+pub var multi_prefetch_l2 = std.atomic.Value(bool).init(false);
+
+/// The cache level a prefetch fills.
+pub const PrefetchTo = enum { l1, l2 };
+
 /// Touches (PREFETCHT0, line by line) the record of `rec` bytes `d` records
 /// after the one at r, when it lies before `end` (the end of the panels the
 /// call streams).
 pub inline fn prefetchRecord(comptime rec: usize, comptime d: usize, r: [*]const u8, end: [*]const u8) void {
-    prefetchPart(rec, d, 1, 0, r, end);
+    prefetchPart(.l1, rec, d, 1, 0, r, end);
 }
 
 /// Part `part` of `parts` of prefetchRecord's lines: a kernel that spends
 /// long on a record (several tokens) spreads the record's prefetches over
 /// its steps instead of issuing them in one burst.
-pub inline fn prefetchPart(comptime rec: usize, comptime d: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
+pub inline fn prefetchPart(comptime to: PrefetchTo, comptime rec: usize, comptime d: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
     if (@intFromPtr(r) + (d + 1) * rec > @intFromPtr(end)) return;
     const ahead = r + d * rec;
     const lines = comptime std.math.divCeil(usize, rec, 64) catch unreachable;
+    const locality: u2 = switch (to) {
+        .l1 => 3,
+        .l2 => 2,
+    };
     comptime var line: usize = part * lines / parts;
-    inline while (line < (part + 1) * lines / parts) : (line += 1) @prefetch(ahead + line * 64, .{ .rw = .read, .locality = 3, .cache = .data });
+    inline while (line < (part + 1) * lines / parts) : (line += 1) @prefetch(ahead + line * 64, .{ .rw = .read, .locality = locality, .cache = .data });
 }
 
 /// `stream`: the panel comes from memory (the first token block over it),

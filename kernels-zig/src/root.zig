@@ -216,13 +216,16 @@ fn applyPanelPrefetch() bool {
         1 => true,
         else => false,
     };
-    for (linked) |v| tables[@intFromEnum(v) - 1].?.set_panel_prefetch(@intFromBool(on));
+    // Several tokens prefetch by the vendor whatever the mode (to L2 on AMD).
+    const bits = @as(u32, @intFromBool(on)) | (@as(u32, @intFromBool(cpu.isAmd())) << 1);
+    for (linked) |v| tables[@intFromEnum(v) - 1].?.set_panel_prefetch(bits);
     return on;
 }
 
 /// int32_t cf_set_panel_prefetch(uint32_t mode): whether one-token panel
 /// kernels prefetch ahead of the panels they stream (kernels.zig
-/// `panel_prefetch`; several tokens always do): 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
+/// `panel_prefetch`; several tokens always do, to L2 on AMD and to L1
+/// elsewhere: `multi_prefetch_l2`): 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
 /// or 0, the state now in force, or a status. Kept across cf_init; no kernel
 /// may run concurrently with it.
 export fn cf_set_panel_prefetch(mode: u32) i32 {

@@ -116,9 +116,12 @@ fn blockStripe(t: u32, base: [*]const u8, tr: usize, cols: usize, act: [*]const 
     bk.blockStripe(@enumFromInt(t), base, tr, cols, act, act_stride, n_tok, y, y_stride);
 }
 
-fn setPanelPrefetch(on: u32) callconv(.c) void {
-    assert(on <= 1);
-    k.panel_prefetch.store(on == 1, .monotonic);
+/// bits: 1, one-token panel kernels prefetch; 2, several tokens prefetch to
+/// L2 (kernels.zig `multi_prefetch_l2`).
+fn setPanelPrefetch(bits: u32) callconv(.c) void {
+    assert(bits <= 3);
+    k.panel_prefetch.store(bits & 1 != 0, .monotonic);
+    k.multi_prefetch_l2.store(bits & 2 != 0, .monotonic);
 }
 
 comptime {
