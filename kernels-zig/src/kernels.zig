@@ -880,14 +880,16 @@ const prefetch_ahead: usize = 8192;
 /// 0.22 without (docs/KERNELS.md).
 pub var panel_prefetch = std.atomic.Value(bool).init(true);
 
-/// Where the first block of several tokens over a K panel prefetches:
-/// PREFETCHT0 (L1), `prefetch_records` ahead, or PREFETCHT1 (L2) two records
-/// ahead. Set with `panel_prefetch` (`cf_set_panel_prefetch`), from the CPU's
-/// vendor: L2 on AMD, L1 elsewhere. Zen 4, Qwen2.5-Coder-1.5B Q4_K_M,
-/// `forwardAll` of k rows, 2 threads, best of 20 over 4 rounds, ms: k = 2, 3,
-/// 4, 6, 8 rows 35.2, 40.1, 44.7, 52.5, 58.4 with L1 three records ahead;
-/// 33.4, 36.0, 39.2, 48.2, 52.3 with L2 two ahead (one row: 30.5). The L1
-/// setting was tuned on Ice Lake, where L2 was not measured.
+/// Where the first block of several tokens over a panel prefetches:
+/// PREFETCHT0 (L1) or PREFETCHT1 (L2); K records (k_panels.zig) three records
+/// ahead to L1 or two to L2, the group records `prefetch_ahead` bytes ahead
+/// either way. Set with `panel_prefetch` (`cf_set_panel_prefetch`), from the
+/// CPU's vendor: L2 on AMD, L1 elsewhere. Zen 4, `forwardAll` of k rows, 2
+/// threads, best of 15-20 over 3-4 rounds, ms: Qwen2.5-Coder-1.5B Q4_K_M, k
+/// = 2, 3, 4, 6, 8 rows 35.2, 40.1, 44.7, 52.5, 58.4 to L1, 33.4, 36.0, 39.2,
+/// 48.2, 52.3 to L2 (one row: 30.5); the 1B geometry Q4_0, 16.4, 18.9, 22.1,
+/// 27.8, 32.1 to L1, 16.2, 15.6, 18.3, 22.7, 29.5 to L2 (one row: 13.5). The
+/// L1 setting was tuned on Ice Lake, where L2 was not measured.
 pub var multi_prefetch_l2 = std.atomic.Value(bool).init(false);
 
 /// The cache level a prefetch fills.
@@ -937,6 +939,7 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
     const halves_outside = NT > 1 and H > 1;
     const HO = if (halves_outside) H else 1;
     const HI = if (halves_outside) 1 else H;
+    const to_l2 = NT > 1 and stream and multi_prefetch_l2.load(.monotonic);
     inline for (0..HO) |ho| {
         var acc: [NT][HI]VF = undefined;
         inline for (0..NT) |j| {
@@ -944,7 +947,10 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
         }
         for (0..ng) |g| {
             const r = panel + g * rec;
-            if (stream and ho == 0) prefetchRecord(rec, comptime std.math.divCeil(usize, prefetch_ahead, rec) catch unreachable, r, end);
+            if (stream and ho == 0) {
+                const d = comptime std.math.divCeil(usize, prefetch_ahead, rec) catch unreachable;
+                if (to_l2) prefetchPart(.l2, rec, d, 1, 0, r, end) else prefetchRecord(rec, d, r, end);
+            }
             inline for (0..HI) |hi| {
                 const h = ho + hi;
                 const sc: @Vector(R, f16) = @bitCast(r[h * R * 2 ..][0 .. R * 2].*);
@@ -1587,10 +1593,13 @@ test "packed panels: every variant equals the one-value-at-a-time reference bit 
                 total += sum;
             }
         }
-        // With and without the in-kernel prefetch (panel_prefetch): the same bits.
+        // With and without the in-kernel prefetch (panel_prefetch), several
+        // tokens prefetching to L1 and to L2 (multi_prefetch_l2): the same bits.
         defer panel_prefetch.store(true, .monotonic);
+        defer multi_prefetch_l2.store(false, .monotonic);
         for (0..2 * 9) |case| {
             panel_prefetch.store(case < 9, .monotonic);
+            multi_prefetch_l2.store(case >= 9, .monotonic);
             const n_tok = case % 9 + 1;
             var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
             packedPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);
