@@ -186,16 +186,6 @@ const prefetch_records: usize = 3;
 /// The same for several tokens prefetching to L2 (`kernels.multi_prefetch_l2`).
 const prefetch_records_l2: usize = 2;
 
-/// Part `part` of `parts` of the record ahead, for a block of several
-/// tokens: to L2 two records ahead, or to L1 `prefetch_records` ahead.
-inline fn prefetchSpread(to_l2: bool, comptime rec: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
-    if (to_l2) {
-        k.prefetchPart(.l2, rec, prefetch_records_l2, parts, part, r, end);
-    } else {
-        k.prefetchPart(.l1, rec, prefetch_records, parts, part, r, end);
-    }
-}
-
 /// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:
 /// out[j][r] = row r . x_j for the 16 rows.
 /// `stream`: the panel comes from memory (the first token block over it),
@@ -254,7 +244,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     var t_sc: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     inline for (0..8) |sj| {
                         const l = sj / 2;
-                        if (spread and stream and ho == 0) prefetchSpread(to_l2, rec, 8, sj, r, end);
+                        if (spread and stream and ho == 0) k.prefetchSeveral(to_l2, rec, prefetch_records, prefetch_records_l2, 8, sj, r, end);
                         pieceBarrier();
                         var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                         inline for (0..8) |c| {
@@ -323,7 +313,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     inline for (0..2) |n| {
                         inline for (0..4) |quad| {
                             inline for (0..2) |half| {
-                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) prefetchSpread(to_l2, rec, 4, n * 2 + quad / 2, r, end);
+                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) k.prefetchSeveral(to_l2, rec, prefetch_records, prefetch_records_l2, 4, n * 2 + quad / 2, r, end);
                                 pieceBarrier();
                                 var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                                 var wsum: [HI]D.VI = @splat(@splat(0));

@@ -917,6 +917,17 @@ pub inline fn prefetchPart(comptime to: PrefetchTo, comptime rec: usize, comptim
     inline while (line < (part + 1) * lines / parts) : (line += 1) @prefetch(ahead + line * 64, .{ .rw = .read, .locality = locality, .cache = .data });
 }
 
+/// Part `part` of `parts` of the record ahead, for the first block of
+/// several tokens over a panel: to L2 `d_l2` records ahead when `to_l2`
+/// (`multi_prefetch_l2`), else to L1 `d_l1` records ahead.
+pub inline fn prefetchSeveral(to_l2: bool, comptime rec: usize, comptime d_l1: usize, comptime d_l2: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
+    if (to_l2) {
+        prefetchPart(.l2, rec, d_l2, parts, part, r, end);
+    } else {
+        prefetchPart(.l1, rec, d_l1, parts, part, r, end);
+    }
+}
+
 /// `stream`: the panel comes from memory (the first token block over it),
 /// so the kernel prefetches ahead, up to `end`, the end of the call's panels.
 inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, stream: bool, end: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
@@ -949,7 +960,7 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
             const r = panel + g * rec;
             if (stream and ho == 0) {
                 const d = comptime std.math.divCeil(usize, prefetch_ahead, rec) catch unreachable;
-                if (to_l2) prefetchPart(.l2, rec, d, 1, 0, r, end) else prefetchRecord(rec, d, r, end);
+                prefetchSeveral(to_l2, rec, d, d, 1, 0, r, end);
             }
             inline for (0..HI) |hi| {
                 const h = ho + hi;

@@ -23,7 +23,8 @@ pub const Table = struct {
     packed_panels: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize, usize) callconv(.c) void,
     /// Tile types 4..11 (blocks.zig): type, stripe, rows, cols, activations, their stride, tokens, y, y stride.
     block_stripe: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize) callconv(.c) void,
-    /// Whether one-token panel kernels prefetch ahead as they stream (1) or leave it to the hardware (0).
+    /// Bit 1: one-token panel kernels prefetch ahead as they stream (else the hardware alone); bit 2:
+    /// the first block of several tokens prefetches to L2 (else to L1).
     set_panel_prefetch: *const fn (u32) callconv(.c) void,
 
     /// Binds the table to the symbols exported by one variant object.
