@@ -17,6 +17,7 @@ import {
   DraftLength,
   type SpeculationOptions,
   type SpeculationStats,
+  StepCosts,
 } from "./speculative.ts";
 
 export type { GenerationConstraint, GenerationConstraintMatcher };
@@ -471,6 +472,8 @@ class Speculation {
   readonly #options: SpeculationOptions;
   /** Draft length choosers, one per class of proposal (Drafter.lastClass). */
   readonly #lengths = new Map<number, DraftLength>();
+  /** The target's step times by rows checked, which every class's chooser reads. */
+  readonly #costs: StepCosts;
   /** The prompt and every token generated so far. */
   readonly #history: number[];
   /** Logits of each row of the last check. */
@@ -482,8 +485,6 @@ class Speculation {
   #check:
     | { length: DraftLength; drafted: number; kept: number; stepMs: number; draftMs: number }
     | undefined;
-  /** The last plain step's milliseconds (a new class starts from it). */
-  #plainMs: number | undefined;
   #drafted = 0;
   #accepted = 0;
   #checks = 0;
@@ -500,6 +501,7 @@ class Speculation {
     this.#model = model;
     this.#ends = ends;
     this.#options = options;
+    this.#costs = new StepCosts(options.maxDraft + 1);
     this.#history = [...prompt];
     this.#rows = Array.from(
       { length: options.maxDraft + 1 },
@@ -559,9 +561,7 @@ class Speculation {
     if (drafts.length === 0) {
       if (!drafter.free && length !== undefined && adaptive) length.declined(t1 - t0);
       const logits = await m.forward(id, pos);
-      const ms = performance.now() - t1;
-      this.#plainMs = ms;
-      for (const l of this.#lengths.values()) l.plainStep(ms);
+      this.#costs.record(1, performance.now() - t1);
       return logits;
     }
     await m.forwardAll([id, ...drafts], pos, this.#rows.slice(0, drafts.length + 1));
@@ -586,8 +586,7 @@ class Speculation {
       if (!Number.isInteger(c) || c < 0 || c > 63) {
         throw new RangeError(`speculation: the drafter's class ${c} is not an integer in [0, 63]`);
       }
-      l = new DraftLength(this.#options.maxDraft);
-      if (this.#plainMs !== undefined) l.plainStep(this.#plainMs);
+      l = new DraftLength(this.#options.maxDraft, this.#costs);
       this.#lengths.set(c, l);
     }
     return l;

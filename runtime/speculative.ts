@@ -116,17 +116,110 @@ export function checkSpeculation(o: SpeculationOptions): void {
 }
 
 /**
+ * The share of a one-row step that {@link StepCosts} assumes each row costs
+ * beyond the largest row count it has timed: a row's arithmetic once the
+ * weight stream no longer hides it (Qwen2.5-Coder-1.5B on a 2-core Zen 4:
+ * rows 2-5 cost next to nothing, each row after that about 0.15 of a step).
+ */
+export const ROW_COST_PRIOR = 0.15;
+
+/**
+ * The target's step time by the number of rows a step checks, measured
+ * over one generation and shared by every draft length chooser of it (the
+ * cost of a step is the model's and the machine's, whoever drafted).
+ *
+ * A step's cost is not linear in its rows: while the weights stream from
+ * memory, the arithmetic of a few rows hides under the read, and past that
+ * each row adds its own compute. So each row count keeps its own recent
+ * average, and a row count not timed yet is estimated from those that were:
+ * between two timed counts, on the line joining them; beyond the largest,
+ * {@link ROW_COST_PRIOR} of a one-row step per row more. The estimates never
+ * fall as rows are added.
+ *
+ * @example
+ * ```ts
+ * import { StepCosts } from "./speculative.ts";
+ * const c = new StepCosts(9);
+ * c.record(1, 40);
+ * c.record(5, 42);
+ * const est = c.estimates(9)!;
+ * console.log(est[3], est[7]); // 41 54
+ * ```
+ */
+export class StepCosts {
+  /** Recent average milliseconds of a step of i rows (index i), undefined: not timed. */
+  readonly #ms: (number | undefined)[];
+
+  /** Costs of steps of 1 to `maxRows` rows. */
+  constructor(maxRows: number = MAX_DRAFT + 1) {
+    if (!Number.isInteger(maxRows) || maxRows < 1 || maxRows > MAX_DRAFT + 1) {
+      throw new RangeError(
+        `step costs: maxRows ${maxRows} is not an integer in [1, ${MAX_DRAFT + 1}]`,
+      );
+    }
+    this.#ms = new Array(maxRows + 1).fill(undefined);
+  }
+
+  /** The most rows a step may have here. */
+  get maxRows(): number {
+    return this.#ms.length - 1;
+  }
+
+  /** A step of `rows` rows took `ms` milliseconds. */
+  record(rows: number, ms: number): void {
+    if (!Number.isInteger(rows) || rows < 1 || rows > this.maxRows) {
+      throw new RangeError(`step costs: ${rows} rows is not an integer in [1, ${this.maxRows}]`);
+    }
+    if (!Number.isFinite(ms) || ms < 0) {
+      throw new RangeError(`step costs: ${ms} ms is not a finite time >= 0`);
+    }
+    const old = this.#ms[rows];
+    this.#ms[rows] = old === undefined ? ms : 0.8 * old + 0.2 * ms;
+  }
+
+  /**
+   * Estimated milliseconds of a step of each row count 1..`rows` (index =
+   * rows; index 0 unused), or undefined before a one-row step was timed.
+   */
+  estimates(rows: number): Float64Array | undefined {
+    if (!Number.isInteger(rows) || rows < 1 || rows > this.maxRows) {
+      throw new RangeError(`step costs: ${rows} rows is not an integer in [1, ${this.maxRows}]`);
+    }
+    const ms = this.#ms;
+    const one = ms[1];
+    if (one === undefined) return undefined;
+    const est = new Float64Array(rows + 1);
+    est[1] = one;
+    for (let k = 2; k <= rows; k++) {
+      const timed = ms[k];
+      if (timed !== undefined) {
+        est[k] = Math.max(timed, est[k - 1]);
+        continue;
+      }
+      // The next timed row count above k, if any: on the line from k - 1 to it.
+      let j = k + 1;
+      while (j <= this.maxRows && ms[j] === undefined) j++;
+      est[k] = j <= this.maxRows
+        ? est[k - 1] + Math.max(0, ms[j]! - est[k - 1]) / (j - k + 1)
+        : est[k - 1] + ROW_COST_PRIOR * one;
+    }
+    return est;
+  }
+}
+
+/**
  * Chooses how many tokens to draft from what was measured: the acceptance
  * rate `a` (the chance that a drafted token is kept once the ones before it
- * were, estimated over recent checks), the target's step time for one row
- * and each extra row, and the drafter's time per token. Drafting k tokens
- * yields (1 - a^(k+1)) / (1 - a) tokens per check on average (the kept
- * ones and the target's own next token) and costs one step of k + 1 rows
- * plus k drafted tokens; a draft model that declines a share d of asks
- * (unsure of its first token) costs its decline and yields one token
- * there; the length with the most tokens per millisecond wins, and 0 (a plain step) when no length beats it. While 0 wins, every
- * 16th step still drafts one token, so that a drafter that improves (a
- * repeat starts) is noticed.
+ * were, estimated over recent checks), the target's step time by rows
+ * checked ({@link StepCosts}, which several choosers may share), and the
+ * drafter's time per token. Drafting k tokens yields (1 - a^(k+1)) / (1 - a)
+ * tokens per check on average (the kept ones and the target's own next
+ * token) and costs one step of k + 1 rows plus k drafted tokens; a draft
+ * model that declines a share d of asks (unsure of its first token) costs
+ * its decline and yields one token there; the length with the most tokens
+ * per millisecond wins, and 0 (a plain step) when no length beats it. While
+ * 0 wins, every 16th step still drafts one token, so that a drafter that
+ * improves (a repeat starts) is noticed.
  *
  * @example
  * ```ts
@@ -142,9 +235,8 @@ export class DraftLength {
   // Decayed counts: tokens kept, and checks that ended in a rejection (prior: a = 0.5).
   #kept = 1;
   #rejected = 1;
-  /** Milliseconds of a one-row step, a row more, a drafted token (undefined: not measured yet). */
-  #stepMs: number | undefined;
-  #rowMs: number | undefined;
+  /** The target's step times; milliseconds of a drafted token. */
+  readonly #costs: StepCosts;
   #draftMs = 0;
   #plainRun = 0;
   // Decayed counts of asks and of declines (a draft model too unsure of its first token), and
@@ -153,12 +245,21 @@ export class DraftLength {
   #declines = 0;
   #declineMs = 0;
 
-  /** A chooser of at most `max` drafted tokens. */
-  constructor(max: number) {
+  /**
+   * A chooser of at most `max` drafted tokens, timing the target in `costs`
+   * (its own by default; one generation's classes of proposal share one).
+   */
+  constructor(max: number, costs?: StepCosts) {
     if (!Number.isInteger(max) || max < 1 || max > MAX_DRAFT) {
       throw new RangeError(`draft length: max ${max} is not an integer in [1, ${MAX_DRAFT}]`);
     }
+    if (costs !== undefined && costs.maxRows < max + 1) {
+      throw new RangeError(
+        `draft length: step costs of ${costs.maxRows} rows, max ${max} needs ${max + 1}`,
+      );
+    }
     this.#max = max;
+    this.#costs = costs ?? new StepCosts(max + 1);
   }
 
   /** The estimated acceptance rate. */
@@ -169,9 +270,9 @@ export class DraftLength {
   /** How many tokens to draft for the next step (0: a plain step). */
   next(): number {
     // One plain step first, to know what drafting must beat.
-    if (this.#stepMs === undefined) return 0;
-    const step = this.#stepMs;
-    const row = this.#rowMs ?? step * 0.1;
+    const est = this.#costs.estimates(this.#max + 1);
+    if (est === undefined) return 0;
+    const step = est[1];
     const a = Math.min(this.acceptance, 0.999);
     // Asked, the drafter declines with probability d: a plain step after the decline's cost.
     const d = this.#declines / this.#asks;
@@ -183,7 +284,7 @@ export class DraftLength {
       gain *= a;
       tokens += gain;
       const rate = (d + (1 - d) * tokens) /
-        (step + d * this.#declineMs + (1 - d) * (row * k + this.#draftMs * k));
+        (d * (this.#declineMs + step) + (1 - d) * (est[k + 1] + this.#draftMs * k));
       if (rate > bestRate) {
         best = k;
         bestRate = rate;
@@ -209,17 +310,20 @@ export class DraftLength {
     this.#declineMs = 0.8 * this.#declineMs + 0.2 * draftMs;
   }
 
-  /** A plain one-row step took `ms`. */
+  /** A plain one-row step took `ms` (recorded in the step costs). */
   plainStep(ms: number): void {
-    this.#stepMs = this.#stepMs === undefined ? ms : 0.8 * this.#stepMs + 0.2 * ms;
+    this.#costs.record(1, ms);
   }
 
   /**
    * A check of `drafted` tokens kept `kept` of them; its step of
-   * drafted + 1 rows took `stepMs`, drafting them `draftMs`.
+   * drafted + 1 rows took `stepMs` (recorded in the step costs), drafting
+   * them `draftMs`.
    */
   checked(drafted: number, kept: number, stepMs: number, draftMs: number): void {
-    if (drafted < 1 || kept < 0 || kept > drafted) {
+    if (
+      !Number.isInteger(drafted) || drafted < 1 || drafted > this.#max || kept < 0 || kept > drafted
+    ) {
       throw new RangeError(`draft length: ${kept} of ${drafted} kept`);
     }
     // Recent checks count most: the counts decay by a tenth per check.
@@ -229,9 +333,6 @@ export class DraftLength {
     this.#rejected = 0.9 * this.#rejected + (kept < drafted ? 1 : 0);
     // Drafting k tokens runs about k + 1 draft steps (the catch-up over the last check's tokens).
     this.#draftMs = 0.8 * this.#draftMs + 0.2 * (draftMs / (drafted + 1));
-    if (this.#stepMs !== undefined) {
-      const row = Math.max(0, (stepMs - this.#stepMs) / drafted);
-      this.#rowMs = this.#rowMs === undefined ? row : 0.8 * this.#rowMs + 0.2 * row;
-    }
+    this.#costs.record(drafted + 1, stepMs);
   }
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { checkSpeculation, DraftLength } from "./speculative.ts";
+import { checkSpeculation, DraftLength, ROW_COST_PRIOR, StepCosts } from "./speculative.ts";
 
 Deno.test("DraftLength: long drafts for a drafter that is right, plain steps for one that is not", () => {
   const good = new DraftLength(8);
@@ -50,4 +50,40 @@ Deno.test("checkSpeculation: maxDraft in [1, 32]", () => {
   checkSpeculation({ drafter, maxDraft: 32 });
   assert.throws(() => checkSpeculation({ drafter, maxDraft: 0 }), /maxDraft 0/);
   assert.throws(() => checkSpeculation({ drafter, maxDraft: 2.5 }), /maxDraft 2.5/);
+});
+
+Deno.test("StepCosts: timed row counts as measured, the others between them or past the last", () => {
+  const c = new StepCosts(9);
+  assert.equal(c.estimates(9), undefined); // nothing before a one-row step
+  c.record(1, 40);
+  c.record(5, 44);
+  c.record(3, 30); // faster than one row (noise): estimates never fall as rows are added
+  const est = c.estimates(9)!;
+  assert.deepEqual([...est.subarray(1, 6)], [40, 40, 40, 42, 44]);
+  // Past the largest timed count: the prior share of a one-row step per row.
+  assert.equal(est[9], 44 + 4 * ROW_COST_PRIOR * 40);
+  // A recent average: a new time moves an entry a fifth of the way.
+  c.record(5, 54);
+  assert.equal(c.estimates(5)![5], 46);
+  assert.throws(() => c.record(10, 1), /10 rows/);
+  assert.throws(() => c.record(2, -1), /-1 ms/);
+  assert.throws(() => c.estimates(0), /0 rows/);
+  assert.throws(() => new StepCosts(0), /maxRows 0/);
+  assert.throws(() => new DraftLength(8, new StepCosts(8)), /needs 9/);
+});
+
+Deno.test("DraftLength: a convex step cost stops drafts where rows stop being free", () => {
+  // Rows 1-5 cost what one does (the weight read hides them), each row after that a fifth of a
+  // step; a drafter right 70% of the time. A linear fit through the cheap rows would call every
+  // length free and draft 16; the measured costs stop at the knee.
+  const costs = new StepCosts(17);
+  const cost = (rows: number) => 40 + Math.max(0, rows - 5) * 8;
+  for (let rows = 1; rows <= 17; rows++) costs.record(rows, cost(rows));
+  const d = new DraftLength(16, costs);
+  for (let i = 0; i < 40; i++) d.checked(4, i % 10 < 7 ? 4 : 2, cost(5), 0);
+  const k = d.next();
+  assert.ok(k >= 4 && k <= 8, `${k} (acceptance ${d.acceptance})`);
+  // Choosers sharing the costs see each other's timings.
+  const other = new DraftLength(16, costs);
+  assert.ok(other.next() > 0);
 });
