@@ -108,14 +108,13 @@ export class DraftModel implements Drafter {
     // least the last token, whose logits the first draft needs).
     const same = this.#shared(history);
     this.#held = this.#held.slice(0, same); // what stays valid if the run below fails
-    // A token or two (the usual catch-up after a check) as decode steps, more as a prefill.
-    let logits: Float32Array;
-    if (history.length - same <= 2) {
-      logits = await m.forward(history[same], same);
-      if (same + 1 < history.length) logits = await m.forward(history[same + 1], same + 1);
-    } else {
-      logits = await m.prefillAsync(history.slice(same), same);
-    }
+    // One token (after a rejection: the target's own) as a decode step; more as one batch,
+    // which reads the weights once: after a check that kept every draft, the catch-up is the
+    // last draft and the target's token (Qwen2.5-Coder-0.5B, 2 threads, Zen 4: two decode steps
+    // 26.4 ms, one batch of two 14.1 ms).
+    let logits = history.length - same === 1
+      ? await m.forward(history[same], same)
+      : await m.prefillAsync(history.slice(same), same);
     this.#held = history.slice();
     const drafts: number[] = [];
     for (;;) {

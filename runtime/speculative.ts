@@ -214,7 +214,8 @@ export class StepCosts {
  * checked ({@link StepCosts}, which several choosers may share), and the
  * drafter's time per token. Drafting k tokens yields (1 - a^(k+1)) / (1 - a)
  * tokens per check on average (the kept ones and the target's own next
- * token) and costs one step of k + 1 rows plus k drafted tokens; a draft
+ * token) and costs one step of k + 1 rows plus k + 1 draft steps (a draft
+ * model first catches up on the token the target chose); a draft
  * model that declines a share d of asks (unsure of its first token) costs
  * its decline and yields one token there; the length with the most tokens
  * per millisecond wins, and 0 (a plain step) when no length beats it. While
@@ -284,7 +285,7 @@ export class DraftLength {
       gain *= a;
       tokens += gain;
       const rate = (d + (1 - d) * tokens) /
-        (d * (this.#declineMs + step) + (1 - d) * (est[k + 1] + this.#draftMs * k));
+        (d * (this.#declineMs + step) + (1 - d) * (est[k + 1] + this.#draftMs * (k + 1)));
       if (rate > bestRate) {
         best = k;
         bestRate = rate;
