@@ -137,9 +137,10 @@ async function main(job: CflowJob): Promise<Record<string, unknown>> {
       return {
         ...info,
         converted,
+        // With the special tokens the tokenizer adds (Gemma's BOS), as a user's prompt has them.
         textIds: job.text === undefined
           ? undefined
-          : tokenizer.encode(job.text, { addSpecial: false, parseSpecial: false }),
+          : tokenizer.encode(job.text, { addSpecial: true, parseSpecial: false }),
         resolveMs,
         fileBytes: (await Deno.stat(path)).size,
         config: {
