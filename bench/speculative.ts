@@ -12,8 +12,9 @@
  * first token to the last; --reps runs of each, alternating, the best of them: the machine is
  * shared and noisy), the speed-up, drafted and accepted tokens, and the speed-up the
  * standard cost model predicts from them: (n - 1) / ((n - 1 - accepted) + r * drafted +
- * c * drafted), with r the cost of a checked row beyond the first and c a draft token's, both as
- * fractions of a plain target step, measured here first. Speculative output must equal the plain
+ * c * (drafted + checks)), with r the cost of a checked row beyond the first and c a draft step's,
+ * both as fractions of a plain target step, measured here first (a draft model runs one step more
+ * per check than it drafts: its catch-up on the target's token). Speculative output must equal the plain
  * one (it is the same tokens by construction; the run says so per prompt).
  *
  * llama.cpp (bench/_llama_spec_worker.mjs): node-llama-cpp 3.21.1 on the same token ids, plain
@@ -192,7 +193,7 @@ async function main(): Promise<void> {
     const n = plain.ids.length;
     const cost = p.method === "draft" ? c : 0;
     const predicted = (n - 1) /
-      Math.max(1e-9, (n - 1 - s.accepted) + r * s.drafted + cost * s.drafted);
+      Math.max(1e-9, (n - 1 - s.accepted) + r * s.drafted + cost * (s.drafted + s.checks));
     const row: Row = {
       name: p.name,
       method: p.method,
