@@ -13,7 +13,13 @@
 
 export { fnv1a64, generate } from "./generate.ts";
 export { memoryUsage } from "./memory_usage.ts";
-export { checkSpeculation, DraftLength, MAX_DRAFT } from "./speculative.ts";
+export {
+  checkSpeculation,
+  DraftLength,
+  MAX_DRAFT,
+  ROW_COST_PRIOR,
+  StepCosts,
+} from "./speculative.ts";
 export type { Drafter, SpeculationOptions, SpeculationStats } from "./speculative.ts";
 export { MAX_LOOKUP_NGRAM, NgramLookup } from "./ngram_lookup.ts";
 export { checkDraftVocabulary, DraftModel } from "./draft_model.ts";

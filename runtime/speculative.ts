@@ -120,6 +120,14 @@ export function checkSpeculation(o: SpeculationOptions): void {
  * beyond the largest row count it has timed: a row's arithmetic once the
  * weight stream no longer hides it (Qwen2.5-Coder-1.5B on a 2-core Zen 4:
  * rows 2-5 cost next to nothing, each row after that about 0.15 of a step).
+ *
+ * @example
+ * ```ts
+ * import { ROW_COST_PRIOR, StepCosts } from "./speculative.ts";
+ * const c = new StepCosts(3);
+ * c.record(1, 40);
+ * console.log(c.estimates(3)![3] === 40 * (1 + 2 * ROW_COST_PRIOR)); // true
+ * ```
  */
 export const ROW_COST_PRIOR = 0.15;
 
