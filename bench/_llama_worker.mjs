@@ -13,7 +13,8 @@
 //   agree   teacher-forced, one token per evaluation (as the committed fixtures were made):
 //           top-1, runner-up and ln(p1/p2) (= the logit margin; temperature 0 leaves the logits
 //           untouched) at every position, flash attention off; then the top-1 of the same
-//           positions evaluated `selfBatch` tokens at a time (llama.cpp against itself)
+//           positions evaluated `selfBatch` tokens at a time (llama.cpp against itself), with
+//           its ln(p(top-1)/p(runner-up)) of the one-token run's two tokens
 //
 // Every result carries the process's peak RSS (VmHWM) and its Pss split at exit.
 import fs from "node:fs";
@@ -149,14 +150,22 @@ async function main() {
     const ms = performance.now() - a0;
     // llama.cpp against itself: the same positions in batches of `selfBatch` (matrix-matrix
     // kernels, another summation order), the noise floor of top-1 agreement on this model.
+    // Its margin between the one-token run's top two tokens says how far llama.cpp moves from
+    // itself in logits, the yardstick for cflow's mean margin delta.
     await seq.clearHistory();
     const selfTop1 = [];
-    const top1Only = { generateNext: { token: true, options: { temperature: 0 } } };
+    const selfMargin = [];
     for (let i = 0; i < job.tokens.length; i += job.selfBatch) {
-      const chunk = job.tokens.slice(i, i + job.selfBatch).map((t) => [t, top1Only]);
-      for (const out of await seq.controlledEvaluate(chunk)) selfTop1.push(out.next.token);
+      const chunk = job.tokens.slice(i, i + job.selfBatch).map((t) => [t, next]);
+      for (const out of await seq.controlledEvaluate(chunk)) {
+        const at = selfTop1.length;
+        selfTop1.push(out.next.token);
+        const p1 = out.next.probabilities.get(top1[at]) ?? 0;
+        const p2 = out.next.probabilities.get(top2[at]) ?? 0;
+        selfMargin.push(p1 > 0 && p2 > 0 ? Math.log(p1 / p2) : null);
+      }
     }
-    result = { top1, top2, margin, selfTop1, ms };
+    result = { top1, top2, margin, selfTop1, selfMargin, ms };
   } else {
     throw new Error(`unknown mode ${job.mode}`);
   }

@@ -260,6 +260,35 @@ export function agreement(
 }
 
 /**
+ * Mean |margin - other| over the positions where `other` is known: how far another run moves
+ * the margins between the reference's top two tokens (llama.cpp's batched run against its
+ * one-token run, the yardstick for cflow's `meanMarginDelta`).
+ *
+ * @example
+ * ```ts
+ * import { meanMarginDelta } from "./vs_llama.ts";
+ * console.log(meanMarginDelta([2, 0.5, 1], [1.5, null, 1.25])); // 0.375
+ * ```
+ */
+export function meanMarginDelta(
+  margin: readonly number[],
+  other: readonly (number | null)[],
+): number {
+  if (other.length !== margin.length) {
+    throw new RangeError(`meanMarginDelta: ${margin.length} margins, ${other.length} to compare`);
+  }
+  let sum = 0;
+  let n = 0;
+  for (let i = 0; i < margin.length; i++) {
+    const o = other[i];
+    if (o === null || !Number.isFinite(o)) continue;
+    sum += Math.abs(o - margin[i]);
+    n++;
+  }
+  return n === 0 ? NaN : sum / n;
+}
+
+/**
  * Bytes of weights: all of them, and those one decoded token reads (every tensor once; of the
  * token embedding one row, unless it is tied, when it is read whole as the output projection
  * as well).
@@ -556,6 +585,8 @@ interface ModelState {
   agreementMs?: { cflow: number; llama: number };
   /** llama.cpp's top-1 agreement with itself, batches of 32 against one token at a time. */
   llamaSelf?: number;
+  /** The same runs' mean margin delta (`meanMarginDelta`), llama.cpp's against itself. */
+  llamaSelfMarginDelta?: number;
   refused?: string;
   /** The token ids its prompts and the agreement run read. */
   ids?: number[];
@@ -729,6 +760,7 @@ async function main(): Promise<number> {
       top2: number[];
       margin: number[];
       selfTop1: number[];
+      selfMargin: (number | null)[];
       ms: number;
     };
     const mine = await worker("cflow", 1, {
@@ -739,6 +771,7 @@ async function main(): Promise<number> {
       refTop2: ref.top2,
     }) as unknown as { top1: number[]; refMargin: number[]; splitMargin: number[]; ms: number };
     s.llamaSelf = ref.selfTop1.filter((t, i) => t === ref.top1[i]).length / ref.top1.length;
+    s.llamaSelfMarginDelta = meanMarginDelta(ref.margin, ref.selfMargin);
     s.agreement = agreement(
       ref,
       mine,
@@ -751,7 +784,8 @@ async function main(): Promise<number> {
     log(
       `model ${s.spec.id}: top-1 ${pct(s.agreement.all)} overall, ` +
         `${pct(s.agreement.decidedShare)} decided, mean margin delta ` +
-        `${f2(s.agreement.meanMarginDelta)}; llama.cpp vs itself ${pct(s.llamaSelf)}: ` +
+        `${f2(s.agreement.meanMarginDelta)}; llama.cpp vs itself ${pct(s.llamaSelf)}, ` +
+        `mean margin delta ${f2(s.llamaSelfMarginDelta)}: ` +
         `${s.agreement.pass ? "pass" : "FAIL"}`,
     );
   }
@@ -915,7 +949,8 @@ async function main(): Promise<number> {
         `${pct(a.decidedShare)} of the ${a.decided} where llama.cpp's margin >= ` +
         `${GATE.decidedLogits} (>= ${pct(GATE.minDecided)}) and at ${pct(a.all)} overall ` +
         (random ? "(not gated: random weights)" : `(>= ${pct(GATE.minAll)})`) +
-        `; llama.cpp against itself (batches of 32 vs 1 token) ${pct(s.llamaSelf!)}`,
+        `; llama.cpp against itself (batches of 32 vs 1 token) ${pct(s.llamaSelf!)}` +
+        `, mean margin delta ${f2(s.llamaSelfMarginDelta!)}`,
     );
     say(
       `         margin delta over llama.cpp's top two: mean ${f2(a.meanMarginDelta)}` +
@@ -1083,6 +1118,7 @@ async function main(): Promise<number> {
           agreement: s.agreement,
           agreementMs: s.agreementMs,
           llamaSelfAgreement: s.llamaSelf,
+          llamaSelfMarginDelta: s.llamaSelfMarginDelta,
           hashes: hashes[s.spec.id],
           refused: s.refused ?? null,
         })),

@@ -14,9 +14,16 @@ import { Transformer } from "../model/mod.ts";
 import { fnv1a64 } from "../runtime/mod.ts";
 import { BYTE_TO_CHAR } from "../tokenizer/_unicode.ts";
 import { type RandomGeometry, WEIGHT_STD, writeRandomGguf } from "../scripts/gen-random-gguf.ts";
-import { agreement, seededShuffler, spread, weightBytes } from "./vs_llama.ts";
+import { agreement, meanMarginDelta, seededShuffler, spread, weightBytes } from "./vs_llama.ts";
 
 openKernels({ threads: 1 });
+
+Deno.test("meanMarginDelta: over the positions the other run knows", () => {
+  assert.equal(meanMarginDelta([2, 0.5, 1], [1.5, null, 1.25]), 0.375);
+  assert.equal(meanMarginDelta([1, 2], [1, 2]), 0);
+  assert.ok(Number.isNaN(meanMarginDelta([1], [null])));
+  assert.throws(() => meanMarginDelta([1, 2], [1]), RangeError);
+});
 
 Deno.test("agreement: both criteria, decided positions, and the random-weights rule", () => {
   // 20 positions; llama.cpp's margin >= 0.6 at the first 10 ("decided").
