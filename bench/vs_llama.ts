@@ -525,7 +525,7 @@ function denoArgs(script: string, extra: string[]): string[] {
     "--no-prompt",
     "--quiet",
     // As ./cflow runs (see its launcher): V8's young generation kept small.
-    "--v8-flags=--max-semi-space-size=2",
+    "--v8-flags=--max-semi-space-size=1",
     `--allow-ffi=${LIB}`,
     `--allow-read=${[ROOT, LIB, ...modelReads].join(",")}`,
     `--allow-env=${CFLOW_ENV}`,

@@ -483,6 +483,25 @@ export class Kernels {
   }
 
   /**
+   * Hands the C heap's free pages back to the OS (glibc's `malloc_trim(0)`), as after a
+   * model's load, whose temporaries glibc would otherwise keep resident in the arenas of the
+   * threads that freed them. True if pages were released; false if none were, or where the C
+   * library cannot (not glibc) and under the wasm build.
+   *
+   * @example
+   * ```ts ignore
+   * import { openKernels } from "./mod.ts";
+   * openKernels().trimHeap();
+   * ```
+   */
+  trimHeap(): boolean {
+    if (this.backend === "wasm") return false;
+    const rc = this.#s.cf_trim_heap();
+    if (rc < 0 && rc !== STATUS.UNSUPPORTED) throw new KernelError("cf_trim_heap", rc);
+    return rc === 1;
+  }
+
+  /**
    * This process's RSS, PSS and PSS of file-backed and of anonymous pages,
    * in bytes (/proc/self/smaps_rollup, read by the library); undefined where
    * that file does not exist or under the wasm build.

@@ -5,6 +5,7 @@ import { KernelError, KernelLoadError } from "./errors.ts";
 import {
   kernelOptionsFromEnv,
   openKernels,
+  openWasmKernels,
   parseFeatures,
   parseThreads,
   parseVariant,
@@ -388,4 +389,15 @@ Deno.test({
       k.configure();
     }
   },
+});
+
+Deno.test("trimHeap: glibc's malloc_trim through the native library, false under wasm", () => {
+  const k = openKernels();
+  if (k.backend === "native" && Deno.build.os === "linux" && Deno.build.env === "gnu") {
+    // 1 (pages released) or 0 (none free), never `unsupported` on glibc.
+    const rc = k.symbols.cf_trim_heap();
+    assert.ok(rc === 0 || rc === 1, `cf_trim_heap returned ${rc}`);
+  }
+  assert.equal(typeof k.trimHeap(), "boolean");
+  assert.equal(openWasmKernels({ threads: 1 }).trimHeap(), false);
 });

@@ -32,6 +32,8 @@ export const symbols = {
   cf_variant_supported: { parameters: ["u32", "u64"], result: "i32" },
   // uint64_t cf_peak_rss(void)
   cf_peak_rss: { parameters: [], result: "u64" },
+  // int32_t cf_trim_heap(void): glibc's malloc_trim(0); 1 released, 0 none, or a status
+  cf_trim_heap: { parameters: [], result: "i32" },
   // int32_t cf_set_prefetch(uint32_t on)
   cf_set_prefetch: { parameters: ["u32"], result: "i32" },
   // int32_t cf_set_panel_prefetch(uint32_t mode): 0 auto (by CPU), 1 on, 2 off; returns 1/0 or a status

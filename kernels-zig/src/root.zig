@@ -194,6 +194,20 @@ export fn cf_memory_usage(out: ?[*]u8, out_len: usize) i32 {
     return Status.ok.code();
 }
 
+/// int32_t cf_trim_heap(void): hands the free pages of every C heap arena
+/// back to the OS (glibc's `malloc_trim(0)`): 1 if any were released, 0 if
+/// none, `unsupported` where the C library has no malloc_trim (wasm, not
+/// glibc). A model's load frees what it built from (the file's metadata,
+/// conversion and packing temporaries of the runtime); glibc keeps freed
+/// pages of a thread's arena resident until asked.
+export fn cf_trim_heap() i32 {
+    if (comptime is_wasm or !builtin.target.isGnuLibC()) return Status.unsupported.code();
+    const libc = struct {
+        extern "c" fn malloc_trim(pad: usize) c_int;
+    };
+    return @intFromBool(libc.malloc_trim(0) != 0);
+}
+
 /// int32_t cf_set_prefetch(uint32_t on): turns the explicit prefetch thread
 /// on (1: plans post the next matrix and the next selected expert to it) or
 /// off (0). Off by default; unsupported (-5) in the wasm build.
