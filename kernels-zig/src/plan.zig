@@ -235,6 +235,9 @@ comptime {
 pub const Env = struct {
     t: *const Table,
     run: *const fn (job: pool_mod.Job) void,
+    /// Threads `run` spreads a job over (1 where it runs jobs inline): only
+    /// how work is cut into claims depends on it, never a result.
+    threads: usize = 1,
 };
 
 const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed, Io };
@@ -944,6 +947,73 @@ pub fn setCancel(handle: i32, value: u32) i32 {
     return Status.ok.code();
 }
 
+/// Panels per claim of a packed matmul over `panels` panels on `threads`
+/// threads: from 6 to 10 (about one 8-panel source stripe, sequential runs
+/// the prefetchers follow), the one whose busiest thread gets the fewest
+/// panels when threads claim in turn, the longer chunk on a tie. 8 panels
+/// cut SmolLM2's 36-panel `o` and `down` into 8+8+8+8+4, one thread doing
+/// 20 panels to the other's 16; 9 gives 18 each.
+fn panelChunk(panels: usize, threads: usize) usize {
+    if (threads <= 1 or panels == 0) return 8;
+    var best: usize = 8;
+    var best_load = busiestShare(panels, 8, threads);
+    var c: usize = 6;
+    while (c <= 10) : (c += 1) {
+        const load = busiestShare(panels, c, threads);
+        if (load < best_load or (load == best_load and c > best)) {
+            best = c;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
+/// Panels the busiest of `threads` threads computes when chunk i of
+/// ceil(panels / chunk) goes to thread i % threads (the last chunk holding
+/// what is left).
+fn busiestShare(panels: usize, chunk: usize, threads: usize) usize {
+    assert(panels > 0 and chunk > 0 and threads > 0);
+    const n = std.math.divCeil(usize, panels, chunk) catch unreachable;
+    if (threads == 1) return panels;
+    const q = n / threads;
+    const r = n % threads;
+    const last = panels - (n - 1) * chunk;
+    // The last chunk goes to thread (n - 1) % threads: with r == 0 that
+    // thread still has q chunks like every other, and others have them full.
+    if (r == 0) return q * chunk;
+    if (r == 1) return q * chunk + last; // thread 0 alone holds one more, the last
+    return (q + 1) * chunk; // threads 0..r-1 hold q + 1 chunks, thread 0 all full
+}
+
+test "panelChunk evens the threads' shares of a matmul" {
+    // SmolLM2's o/down (36 panels), qkv (60), gate/up (192); Gemma 3 270M's
+    // 40; Qwen2.5-0.5B's 56.
+    try std.testing.expectEqual(@as(usize, 9), panelChunk(36, 2));
+    try std.testing.expectEqual(@as(usize, 18), busiestShare(36, 9, 2));
+    try std.testing.expectEqual(@as(usize, 20), busiestShare(36, 8, 2));
+    try std.testing.expectEqual(@as(usize, 30), busiestShare(60, panelChunk(60, 2), 2));
+    try std.testing.expectEqual(@as(usize, 8), panelChunk(192, 2));
+    try std.testing.expectEqual(@as(usize, 20), busiestShare(40, panelChunk(40, 2), 2));
+    try std.testing.expectEqual(@as(usize, 28), busiestShare(56, panelChunk(56, 2), 2));
+    try std.testing.expectEqual(@as(usize, 8), panelChunk(36, 1));
+    // busiestShare against the round-robin it describes, for every case here.
+    for (1..200) |panels| {
+        for (1..9) |threads| {
+            const c = panelChunk(panels, threads);
+            try std.testing.expect(c >= 6 and c <= 10);
+            var load = [_]usize{0} ** 8;
+            var p: usize = 0;
+            var i: usize = 0;
+            while (p < panels) : (i += 1) {
+                const take = @min(c, panels - p);
+                load[i % threads] += take;
+                p += take;
+            }
+            try std.testing.expectEqual(std.mem.max(usize, load[0..threads]), busiestShare(panels, c, threads));
+        }
+    }
+}
+
 /// One operation over the rows of a batch.
 const Exec = struct {
     env: Env,
@@ -1029,12 +1099,13 @@ const Exec = struct {
             .n_tok = rows,
         };
         if (isPacked(r.kind)) {
-            // Chunks of 8 panels (128 rows, one source stripe): measured on
-            // SmolLM2 at 2 threads, 1-panel chunks decode at ~200 tok/s,
-            // 4 at ~270, 8 at ~350 (Q4_0); longer sequential runs per
-            // claim are what the prefetchers want.
+            // Chunks of about 8 panels (128 rows, one source stripe):
+            // measured on SmolLM2 at 2 threads, 1-panel chunks decode at
+            // ~200 tok/s, 4 at ~270, 8 at ~350 (Q4_0); longer sequential
+            // runs per claim are what the prefetchers want. `panelChunk`
+            // picks 6-10 so that the threads' shares come out even.
             const panels = r.panel_off[r.layout.n_members];
-            self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = 8 });
+            self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = panelChunk(panels, self.env.threads) });
         } else {
             var stripes: usize = 0;
             for (0..r.layout.n_members) |m| stripes = @max(stripes, r.layout.stripes(m));
