@@ -326,16 +326,6 @@ comptime {
     }
 }
 
-/// The pool's thread count, for cutting a plan's jobs into even claims. The
-/// pool is resized only under pool_lock by cf_init/cf_set_threads, which the
-/// caller does not run beside a plan; a plan that finds the pool busy runs
-/// its jobs inline (`runPooled`), where the count changes no result either.
-fn poolThreads() usize {
-    pool_lock.lock();
-    defer pool_lock.unlock();
-    return pool.threads();
-}
-
 fn runPooled(job: pool_mod.Job) void {
     if (pool_lock.tryLock()) {
         defer pool_lock.unlock();
@@ -819,7 +809,7 @@ export fn cf_plan_run(handle: i32, tokens: ?*const anyopaque, n_tokens: usize, p
     if (single_thread > 1) return Status.invalid_arg.code();
     const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
     if (single_thread == 1) return plan.run(.{ .t = t, .run = &runInline }, handle, toks, pos);
-    return plan.run(.{ .t = t, .run = &runPooled, .threads = poolThreads() }, handle, toks, pos);
+    return plan.run(.{ .t = t, .run = &runPooled, .threads = pool.threads() }, handle, toks, pos);
 }
 
 /// int32_t cf_plan_run_ops(int32_t plan, const uint32_t *tokens, size_t n_tokens, uint32_t pos,
@@ -831,7 +821,7 @@ export fn cf_plan_run_ops(handle: i32, tokens: ?*const anyopaque, n_tokens: usiz
     const t = table() orelse return Status.not_initialized.code();
     if (n_tokens == 0 or n_tokens > plan.max_batch) return Status.invalid_arg.code();
     const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
-    return plan.runOps(.{ .t = t, .run = &runPooled, .threads = poolThreads() }, handle, toks, pos, first, last);
+    return plan.runOps(.{ .t = t, .run = &runPooled, .threads = pool.threads() }, handle, toks, pos, first, last);
 }
 
 /// int32_t cf_plan_run_rows(int32_t plan, const uint32_t *tokens, size_t n_tokens,
@@ -849,7 +839,7 @@ export fn cf_plan_run_rows(handle: i32, tokens: ?*const anyopaque, n_tokens: usi
     const toks = words(tokens, n_tokens) catch |e| return statusOf(e);
     const bs = words(bases, n_tokens) catch |e| return statusOf(e);
     const ps = words(positions, n_tokens) catch |e| return statusOf(e);
-    return plan.runRows(.{ .t = t, .run = &runPooled, .threads = poolThreads() }, handle, toks, bs, ps, first, last);
+    return plan.runRows(.{ .t = t, .run = &runPooled, .threads = pool.threads() }, handle, toks, bs, ps, first, last);
 }
 
 fn runInline(job: pool_mod.Job) void {
