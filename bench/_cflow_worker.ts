@@ -141,6 +141,9 @@ async function main(job: CflowJob): Promise<Record<string, unknown>> {
         textIds: job.text === undefined
           ? undefined
           : tokenizer.encode(job.text, { addSpecial: true, parseSpecial: false }),
+        agreeIds: job.agreeText === undefined
+          ? undefined
+          : tokenizer.encode(job.agreeText, { addSpecial: true, parseSpecial: false }),
         resolveMs,
         fileBytes: (await Deno.stat(path)).size,
         config: {

@@ -14,7 +14,15 @@ import { Transformer } from "../model/mod.ts";
 import { fnv1a64 } from "../runtime/mod.ts";
 import { BYTE_TO_CHAR } from "../tokenizer/_unicode.ts";
 import { type RandomGeometry, WEIGHT_STD, writeRandomGguf } from "../scripts/gen-random-gguf.ts";
-import { agreement, meanMarginDelta, seededShuffler, spread, weightBytes } from "./vs_llama.ts";
+import {
+  AGREE_TEXT_MAX_BYTES,
+  agreement,
+  meanMarginDelta,
+  readAgreeText,
+  seededShuffler,
+  spread,
+  weightBytes,
+} from "./vs_llama.ts";
 
 openKernels({ threads: 1 });
 
@@ -23,6 +31,32 @@ Deno.test("meanMarginDelta: over the positions the other run knows", () => {
   assert.equal(meanMarginDelta([1, 2], [1, 2]), 0);
   assert.ok(Number.isNaN(meanMarginDelta([1], [null])));
   assert.throws(() => meanMarginDelta([1, 2], [1]), RangeError);
+});
+
+Deno.test("readAgreeText: UTF-8 within its bound, its sha256; empty, oversized, invalid refused", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const ok = `${dir}/ok.txt`;
+    await Deno.writeTextFile(ok, "abc");
+    const t = await readAgreeText(ok);
+    assert.deepEqual([t.text, t.bytes, t.path], ["abc", 3, ok]);
+    assert.equal(t.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const max = `${dir}/max.txt`;
+    await Deno.writeFile(max, new Uint8Array(AGREE_TEXT_MAX_BYTES).fill(0x61));
+    assert.equal((await readAgreeText(max)).text.length, AGREE_TEXT_MAX_BYTES);
+    const big = `${dir}/big.txt`;
+    await Deno.writeFile(big, new Uint8Array(AGREE_TEXT_MAX_BYTES + 1).fill(0x61));
+    await assert.rejects(readAgreeText(big), /larger than/);
+    const empty = `${dir}/empty.txt`;
+    await Deno.writeFile(empty, new Uint8Array(0));
+    await assert.rejects(readAgreeText(empty), /empty/);
+    const bad = `${dir}/bad.txt`;
+    await Deno.writeFile(bad, new Uint8Array([0x61, 0xff, 0x62]));
+    await assert.rejects(readAgreeText(bad), /not UTF-8/);
+    await assert.rejects(readAgreeText(`${dir}/missing.txt`), /missing\.txt/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("agreement: both criteria, decided positions, and the random-weights rule", () => {
