@@ -307,6 +307,7 @@ function weightBlockBytes(type: WeightType): number {
  */
 export class Kernels {
   readonly #s: KernelSymbols;
+  readonly #argmaxAt = new BigUint64Array(1);
   /** Path of the loaded library (or of the `.wasm` build). */
   readonly libraryPath: string;
   /** Which build runs the kernels: native (FFI) or WebAssembly. */
@@ -629,6 +630,26 @@ export class Kernels {
     return x;
   }
 
+  /**
+   * The greedy pick over `x` (logits): the first index of its largest value (ties go to the
+   * lowest index; -0 equals +0), or -1 when every value is -Infinity (masked). Throws a
+   * RangeError naming the first NaN or +Infinity. One pass of the variant's vectors over x and
+   * one up to the maximum, against a JavaScript loop's one value at a time.
+   */
+  argmax(x: Float32Array): number {
+    checkType("argmax", "x", x, Float32Array);
+    checkInt("argmax", "x.length", x.length, 1);
+    const at = this.#argmaxAt;
+    const rc = this.#s.cf_argmax_f32(x, sz(x.length), at);
+    const i = Number(at[0]);
+    if (rc === STATUS.NONFINITE && i < x.length) {
+      throw new RangeError(`argmax: x[${i}] is ${x[i]}`);
+    }
+    this.#check("cf_argmax_f32", rc);
+    if (i > x.length) throw new KernelError("cf_argmax_f32", STATUS.RANGE);
+    return i === x.length ? -1 : i;
+  }
+
   /** RoPE in place on nHeads heads of headDim; the first nRot dims rotate. */
   rope(
     x: Float32Array,
@@ -736,6 +757,22 @@ export function openKernels(options?: KernelOptions): Kernels {
     return k;
   }
   if (options !== undefined) opened.configure(options);
+  return opened;
+}
+
+/**
+ * The process's kernels if {@link openKernels} has opened them, else undefined (nothing is
+ * loaded): for code that uses a kernel when one is there and has its own path otherwise, such as
+ * the sampler's greedy pick.
+ *
+ * @example
+ * ```ts
+ * import { openedKernels } from "./kernels.ts";
+ * const k = openedKernels();
+ * console.log(k === undefined ? "not loaded" : k.variant);
+ * ```
+ */
+export function openedKernels(): Kernels | undefined {
   return opened;
 }
 

@@ -11,6 +11,7 @@ import {
   parseVariant,
 } from "./kernels.ts";
 import { STATUS, type VariantName } from "./symbols.ts";
+import { Sampler } from "../sampling/mod.ts";
 
 const k = openKernels();
 const VARIANTS: VariantName[] = k.supportedVariants();
@@ -169,6 +170,33 @@ for (const variant of VARIANTS) {
     }
   });
 
+  Deno.test(`${variant}: argmax is a plain loop's first maximum; NaN and +inf named`, () => {
+    k.configure({ variant, threads: 1 });
+    const rng = new Rng(16);
+    for (let trial = 0; trial < 600; trial++) {
+      const n = 1 + Math.floor(rng.next() * 300);
+      // Few distinct values, so that ties are common; -0 beside +0.
+      const x = Float32Array.from({ length: n }, () => Math.floor(rng.next() * 7) - 3);
+      if (trial % 3 === 0) x[Math.floor(rng.next() * n)] = -0;
+      if (trial % 5 === 0) x.forEach((_, i) => rng.next() < 0.5 && (x[i] = -Infinity));
+      if (trial % 11 === 0) x.fill(-Infinity);
+      let bad = -1;
+      if (trial % 7 === 0) {
+        bad = Math.floor(rng.next() * n);
+        x[bad] = rng.next() < 0.5 ? NaN : Infinity;
+      }
+      let best = -1, max = -Infinity;
+      for (let i = 0; i < n; i++) {
+        if (x[i] > max) max = x[best = i];
+      }
+      if (bad >= 0) {
+        assert.throws(() => k.argmax(x), new RangeError(`argmax: x[${bad}] is ${x[bad]}`));
+      } else {
+        assert.equal(k.argmax(x), best, `trial ${trial}, n ${n}`);
+      }
+    }
+  });
+
   Deno.test(`${variant}: RoPE in both conventions with partial rotation`, () => {
     k.configure({ variant, threads: 1 });
     const rng = new Rng(15);
@@ -298,6 +326,11 @@ Deno.test("the library re-checks lengths itself", () => {
   assert.equal(s.cf_rope(x, 64n, 1n, 64n, 64n, 0, x, 32n, 7), STATUS.INVALID_ARG);
   const misaligned = new Float32Array(new Uint8Array(68).buffer, 4, 16);
   assert.equal(s.cf_softmax(misaligned, 16n), STATUS.OK); // aligned view of 4-byte offset
+  const at = new BigUint64Array(1);
+  assert.equal(s.cf_argmax_f32(x, 0n, at), STATUS.INVALID_ARG);
+  assert.equal(s.cf_argmax_f32(null, 4n, at), STATUS.INVALID_ARG);
+  assert.equal(s.cf_argmax_f32(x, 4n, null), STATUS.INVALID_ARG);
+  assert.equal(s.cf_argmax_f32(x, 4n, new BigUint64Array(new ArrayBuffer(16), 0, 1)), STATUS.OK);
   assert.equal(s.cf_init(9, 1, 0n), STATUS.INVALID_ARG);
   assert.equal(s.cf_init(0, 100000, 0n), STATUS.LIMIT);
   k.configure({ variant: "auto", threads: 1 });
@@ -317,6 +350,28 @@ Deno.test("non-finite inputs are reported, not quantized", () => {
     () => k.softmax(new Float32Array([1, NaN])),
     (e: unknown) => e instanceof KernelError && e.status === STATUS.NONFINITE,
   );
+});
+
+Deno.test("the sampler's greedy pick through argmax: the same token and errors as its own loop", () => {
+  k.configure({ variant: "auto", threads: 1 });
+  const rng = new Rng(18);
+  const n = 49_152;
+  const native = new Sampler(n, { temperature: 0 });
+  // A bias of 0 changes no logit but takes the sampler's JavaScript path.
+  const plain = new Sampler(n, { temperature: 0, logitBias: new Map([[0, 0]]) });
+  for (let trial = 0; trial < 20; trial++) {
+    const x = Float32Array.from({ length: n }, () => Math.round(rng.next() * 40) / 4);
+    if (trial % 4 === 1) x.fill(-Infinity, 0, n - 3);
+    assert.equal(native.sample(x), plain.sample(x), `trial ${trial}`);
+  }
+  const masked = new Float32Array(n).fill(-Infinity);
+  assert.throws(() => native.sample(masked), /every token is masked or banned/);
+  const bad = new Float32Array(n);
+  bad[777] = NaN;
+  assert.throws(() => native.sample(bad), /logits\[777\] is NaN/);
+  bad[777] = 0;
+  bad[9] = Infinity;
+  assert.throws(() => native.sample(bad), /logits\[9\] is Infinity/);
 });
 
 Deno.test("streamRead folds every byte the same way for every thread count", () => {

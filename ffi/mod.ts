@@ -39,6 +39,7 @@ export {
   kernelOptionsFromEnv,
   Kernels,
   MAX_THREADS,
+  openedKernels,
   openKernels,
   openWasmKernels,
   PANEL_KERNELS,

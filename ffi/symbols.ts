@@ -89,6 +89,8 @@ export const symbols = {
   cf_rms_norm: { parameters: ["buffer", "buffer", "usize", "f32", "buffer"], result: "i32" },
   // int32_t cf_softmax(float *x, size_t n)
   cf_softmax: { parameters: ["buffer", "usize"], result: "i32" },
+  // int32_t cf_argmax_f32(const float *x, size_t n, uint64_t *index)
+  cf_argmax_f32: { parameters: ["buffer", "usize", "buffer"], result: "i32" },
   // int32_t cf_rope(float *x, size_t x_len, size_t n_heads, size_t head_dim, size_t n_rot,
   //     uint32_t pos, const float *inv_freq, size_t inv_freq_len, uint32_t mode)
   cf_rope: {

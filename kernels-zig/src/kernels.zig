@@ -1235,6 +1235,107 @@ pub fn softmax(x: []f32) bool {
     return true;
 }
 
+/// What `argmax` found.
+pub const Argmax = struct {
+    pub const Status = enum(u32) {
+        /// `index` is the first position of the maximum.
+        ok = 0,
+        /// Every value is -inf (masked): no maximum; `index` is x.len.
+        none = 1,
+        /// x holds a NaN or +inf; `index` is the first of them.
+        nonfinite = 2,
+    };
+    status: Status,
+    index: usize,
+};
+
+/// The greedy pick over logits: the first index of the largest value (ties
+/// go to the lowest index; -0 and +0 are equal), -inf values being masked
+/// ones. Two passes, each `L` values at a time: the maximum (and whether any
+/// value is a NaN or +inf), then the first position holding it.
+pub fn argmax(x: []const f32) Argmax {
+    assert(x.len > 0);
+    const L = if (lanes > 1) lanes else 4;
+    const V = @Vector(L, f32);
+    const U = @Vector(L, u32);
+    const inf = std.math.inf(f32);
+    const one: U = @splat(1);
+    const zero: U = @splat(0);
+    var vmax: V = @splat(-inf);
+    var bad: U = zero;
+    var i: usize = 0;
+    while (i + L <= x.len) : (i += L) {
+        const v: V = x[i..][0..L].*;
+        bad |= @select(u32, v != v, one, zero) | @select(u32, v == @as(V, @splat(inf)), one, zero);
+        vmax = @max(vmax, v);
+    }
+    var m: f32 = @reduce(.Max, vmax);
+    var any_bad = @reduce(.Or, bad) != 0;
+    while (i < x.len) : (i += 1) {
+        const v = x[i];
+        if (std.math.isNan(v) or v == inf) any_bad = true;
+        m = @max(m, v);
+    }
+    if (any_bad) {
+        for (x, 0..) |v, j| {
+            if (std.math.isNan(v) or v == inf) return .{ .status = .nonfinite, .index = j };
+        }
+        unreachable;
+    }
+    if (m == -inf) return .{ .status = .none, .index = x.len };
+    i = 0;
+    const mv: V = @splat(m);
+    while (i + L <= x.len) : (i += L) {
+        const v: V = x[i..][0..L].*;
+        if (@reduce(.Or, v == mv)) break;
+    }
+    while (i < x.len) : (i += 1) {
+        if (x[i] == m) return .{ .status = .ok, .index = i };
+    }
+    unreachable;
+}
+
+test "argmax: the first maximum, masked -inf, NaN and +inf found, as a plain loop" {
+    var prng = std.Random.DefaultPrng.init(0x5eed);
+    const r = prng.random();
+    var buf: [300]f32 = undefined;
+    const inf = std.math.inf(f32);
+    for (0..2000) |trial| {
+        const n = 1 + r.uintLessThan(usize, buf.len);
+        const x = buf[0..n];
+        // Few distinct values, so that ties are common.
+        for (x) |*v| v.* = @as(f32, @floatFromInt(r.uintLessThan(u32, 7))) - 3;
+        if (trial % 3 == 0) x[r.uintLessThan(usize, n)] = -0.0;
+        if (trial % 5 == 0) for (x) |*v| {
+            if (r.boolean()) v.* = -inf;
+        };
+        if (trial % 11 == 0) @memset(x, -inf);
+        if (trial % 7 == 0) x[r.uintLessThan(usize, n)] = if (r.boolean()) std.math.nan(f32) else inf;
+        // The reference: the sampler's loop (strict >, NaN never larger).
+        var best: ?usize = null;
+        var first_bad: ?usize = null;
+        var m = -inf;
+        for (x, 0..) |v, j| {
+            if (first_bad == null and (std.math.isNan(v) or v == inf)) first_bad = j;
+            if (v > m) {
+                m = v;
+                best = j;
+            }
+        }
+        const got = argmax(x);
+        if (first_bad) |j| {
+            try testing.expectEqual(Argmax.Status.nonfinite, got.status);
+            try testing.expectEqual(j, got.index);
+        } else if (best) |j| {
+            try testing.expectEqual(Argmax.Status.ok, got.status);
+            try testing.expectEqual(j, got.index);
+        } else {
+            try testing.expectEqual(Argmax.Status.none, got.status);
+            try testing.expectEqual(n, got.index);
+        }
+    }
+}
+
 /// In-place RoPE over n_heads heads of head_dim values; the first n_rot
 /// dimensions of each head rotate, the rest are left alone.
 pub fn rope(x: []f32, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, inv_freq: []const f32, mode: abi.RopeMode) void {

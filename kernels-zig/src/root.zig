@@ -481,6 +481,25 @@ export fn cf_softmax(x: ?*anyopaque, n: usize) i32 {
     return if (t.softmax(xp, n)) ok() else Status.nonfinite.code();
 }
 
+/// int32_t cf_argmax_f32(const float *x, size_t n, uint64_t *index): the
+/// greedy pick. 0 with *index the first position of the largest value (ties:
+/// the lowest), or n when every value is -inf; -7 with *index the first NaN
+/// or +inf.
+export fn cf_argmax_f32(x: ?*const anyopaque, n: usize, index: ?*anyopaque) i32 {
+    const t = table() orelse return Status.not_initialized.code();
+    if (n == 0) return Status.invalid_arg.code();
+    const xp = typed(f32, x) catch |e| return statusOf(e);
+    const out = typedMut(u64, index) catch |e| return statusOf(e);
+    var at: usize = undefined;
+    const status = t.argmax(xp, n, &at);
+    out[0] = at;
+    return switch (status) {
+        0, 1 => ok(),
+        2 => Status.nonfinite.code(),
+        else => unreachable,
+    };
+}
+
 /// int32_t cf_rope(float *x, size_t x_len, size_t n_heads, size_t head_dim,
 ///     size_t n_rot, uint32_t pos, const float *inv_freq, size_t inv_freq_len, uint32_t mode)
 export fn cf_rope(x: ?*anyopaque, x_len: usize, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, inv_freq: ?*const anyopaque, inv_freq_len: usize, mode: u32) i32 {

@@ -12,6 +12,8 @@ pub const Table = struct {
     matvec_rows_q8_0: *const fn ([*]const abi.BlockQ8_0, [*]const abi.BlockQ8_0, usize, [*]f32, usize, usize) callconv(.c) void,
     rms_norm: *const fn ([*]const f32, [*]const f32, usize, f32, [*]f32) callconv(.c) void,
     softmax: *const fn ([*]f32, usize) callconv(.c) bool,
+    /// x, n, the index found; returns `kernels.Argmax.Status`.
+    argmax: *const fn ([*]const f32, usize, *usize) callconv(.c) u32,
     rope: *const fn ([*]f32, usize, usize, usize, u32, [*]const f32, u32) callconv(.c) void,
     silu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
     gelu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,

@@ -51,6 +51,13 @@ fn softmax(x: [*]f32, n: usize) callconv(.c) bool {
     return k.softmax(x[0..n]);
 }
 
+fn argmax(x: [*]const f32, n: usize, index: *usize) callconv(.c) u32 {
+    assert(n > 0);
+    const r = k.argmax(x[0..n]);
+    index.* = r.index;
+    return @intFromEnum(r.status);
+}
+
 fn rope(x: [*]f32, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, inv_freq: [*]const f32, mode: u32) callconv(.c) void {
     assert(mode <= 1);
     k.rope(x[0 .. n_heads * head_dim], n_heads, head_dim, n_rot, pos, inv_freq[0 .. n_rot / 2], @enumFromInt(mode));
@@ -134,6 +141,7 @@ comptime {
         .matvec_rows_q8_0 = &matvecRowsQ8_0,
         .rms_norm = &rmsNorm,
         .softmax = &softmax,
+        .argmax = &argmax,
         .rope = &rope,
         .silu_mul = &siluMul,
         .gelu_mul = &geluMul,
