@@ -9,8 +9,8 @@
 
 /** What the SPM loop needs from a vocabulary. */
 export interface SpmVocab {
-  /** Token id by text. */
-  readonly ids: ReadonlyMap<string, number>;
+  /** The id of the token whose text is `s.substr(from, length)`, if any. */
+  idOf(s: string, from: number, length: number): number | undefined;
   /** Score by id. */
   readonly scores: Float32Array;
   /** Length (UTF-16 code units) of the longest token. */
@@ -85,7 +85,7 @@ export function spmTokenize(text: string, vocab: SpmVocab, out: number[]): void 
     if (left < 0 || right < 0) return;
     const size = len[left] + len[right];
     if (size > vocab.maxLength) return;
-    const id = vocab.ids.get(text.substr(starts[left], size));
+    const id = vocab.idOf(text, starts[left], size);
     if (id === undefined) return;
     const e = bScore.length;
     bScore.push(vocab.scores[id]);
@@ -108,12 +108,11 @@ export function spmTokenize(text: string, vocab: SpmVocab, out: number[]): void 
     tryAdd(left, next[left]);
   }
   for (let i = 0; i >= 0; i = next[i]) {
-    const piece = text.substr(starts[i], len[i]);
-    const id = vocab.ids.get(piece);
+    const id = vocab.idOf(text, starts[i], len[i]);
     if (id !== undefined) {
       out.push(id);
       continue;
     }
-    for (const b of encoder.encode(piece)) out.push(vocab.byteToken(b));
+    for (const b of encoder.encode(text.substr(starts[i], len[i]))) out.push(vocab.byteToken(b));
   }
 }

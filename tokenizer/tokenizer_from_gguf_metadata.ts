@@ -11,6 +11,7 @@ import { CoreTokenizer, EOG_TEXTS } from "./_core.ts";
 import { LLAMA_PRE_STAGES, type SplitStage, splitWords } from "./_llama_pretokenize.ts";
 import { type LlamaSpecials, partitionLlama, Trie } from "./_special.ts";
 import { spmTokenize, type SpmVocab } from "./_spm.ts";
+import { TokenVocab } from "./_vocab.ts";
 import { BYTE_TO_CHAR, CHAR_TO_BYTE, codePoints, fromCodePoints, utf8 } from "./_unicode.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 
@@ -296,18 +297,20 @@ export function tokenizerFromGgufMetadata(
   const types = m.numbers(P + "token_type", n, true);
   const scores = m.numbers(P + "scores", n, false);
 
-  const texts: string[] = new Array(n);
-  const ids = new Map<string, number>();
+  // Every text in one array of code units, indexed by a hash table (_vocab.ts): a JavaScript
+  // string per token and a Map took ~19 MB of heap for a 262,144-token vocabulary. The strings
+  // stay in this block, so that no closure made below keeps them alive.
+  let vocab: TokenVocab;
+  {
+    const texts = tokens.map((t, i) => t === "" ? `[EMPTY_${i}]` : t);
+    vocab = new TokenVocab(texts, (i, first) => {
+      throw m.fail(`${P}tokens[${i}]`, `duplicates token ${first} (${describe(texts[i])})`);
+    });
+  }
+  const maxLength = vocab.maxLength;
   const attr = new Uint8Array(n);
-  let maxLength = 0;
   for (let i = 0; i < n; i++) {
     const t = tokens[i] === "" ? `[EMPTY_${i}]` : tokens[i];
-    if (ids.has(t)) {
-      throw m.fail(`${P}tokens[${i}]`, `duplicates token ${ids.get(t)} (${describe(t)})`);
-    }
-    texts[i] = t;
-    ids.set(t, i);
-    maxLength = Math.max(maxLength, t.length);
     const type = types === undefined ? 1 : types[i];
     if (type < 0 || type >= TYPE_ATTR.length) {
       throw m.fail(`${P}token_type[${i}]`, `unknown token type ${type}`);
@@ -351,31 +354,31 @@ export function tokenizerFromGgufMetadata(
   const eog = new Set<number>();
   const forceControl = (id: number) => attr[id] |= CONTROL;
   for (const t of FIM_CONTROL) {
-    const id = ids.get(t);
+    const id = vocab.get(t);
     if (id !== undefined) forceControl(id);
   }
   for (const t of [...FIM_EOG, ...EOG_TEXTS]) {
-    const id = ids.get(t);
+    const id = vocab.get(t);
     if (id === undefined) continue;
     eog.add(id);
     forceControl(id);
   }
   for (const t of ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"]) {
-    const id = ids.get(t);
+    const id = vocab.get(t);
     if (id !== undefined) attr[id] = USER_DEFINED;
   }
   for (const id of [eosId, eotId, eomId]) if (id !== undefined) eog.add(id);
-  const has = (t: string) => ids.has(t) && eog.has(ids.get(t)!);
+  const has = (t: string) => vocab.has(t) && eog.has(vocab.get(t)!);
   if (
     (has("<|return|>") || has("<|calls|>")) && (has("<|call|>") || has("<|flush|>")) &&
     has("<|end|>")
   ) {
-    const id = ids.get("<|end|>")!;
+    const id = vocab.get("<|end|>")!;
     eog.delete(id);
     attr[id] = USER_DEFINED;
   }
   if (has("<|tool_response>") && has("</s>")) {
-    const id = ids.get("</s>")!;
+    const id = vocab.get("</s>")!;
     eog.delete(id);
     attr[id] = NORMAL;
   }
@@ -383,22 +386,22 @@ export function tokenizerFromGgufMetadata(
   // Special tokens, longest (UTF-8 bytes) first.
   const specialIds: number[] = [];
   for (let i = 0; i < n; i++) if (attr[i] & (CONTROL | USER_DEFINED | UNKNOWN)) specialIds.push(i);
-  const byteLen = specialIds.map((i) => utf8(texts[i]).length);
+  const byteLen = specialIds.map((i) => utf8(vocab.text(i)).length);
   const order = specialIds.map((_, k) => k).sort((a, b) => byteLen[b] - byteLen[a] || a - b);
   const specials: LlamaSpecials = {
-    texts: order.map((k) => texts[specialIds[k]]),
+    texts: order.map((k) => vocab.text(specialIds[k])),
     ids: order.map((k) => specialIds[k]),
     always: order.map((k) => (attr[specialIds[k]] & (CONTROL | UNKNOWN)) === 0),
-    trie: new Trie(order.map((k) => texts[specialIds[k]])),
+    trie: new Trie(order.map((k) => vocab.text(specialIds[k]))),
   };
 
   const encode = spm
-    ? spmEncoder(ids, texts, scores, maxLength, specials, addSpacePrefix)
-    : bpeEncoder(m, ids, pre!, specials);
+    ? spmEncoder(vocab, scores, maxLength, specials, addSpacePrefix)
+    : bpeEncoder(m, vocab, pre!, specials);
 
   const piece = (id: number): Uint8Array => {
     const a = attr[id];
-    const t = texts[id];
+    const t = vocab.text(id);
     if (a & (UNKNOWN | CONTROL | USER_DEFINED)) return utf8(t);
     if (a & NORMAL) return spm ? utf8(t.replaceAll("\u2581", " ")) : decodeByteLevel(t);
     if (a & BYTE) return Uint8Array.of(parseInt(t.slice(3, 5), 16));
@@ -407,8 +410,8 @@ export function tokenizerFromGgufMetadata(
 
   return new CoreTokenizer({
     vocabSize: n,
-    text: (id) => texts[id],
-    id: (t) => ids.get(t),
+    text: (id) => vocab.text(id),
+    id: (t) => vocab.get(t),
     piece,
     special: (id) => (attr[id] & (UNKNOWN | CONTROL)) !== 0,
     encode,
@@ -487,7 +490,7 @@ type Encode = (text: string, parseSpecial: boolean) => number[];
 
 function bpeEncoder(
   m: Meta,
-  ids: ReadonlyMap<string, number>,
+  ids: TokenVocab,
   pre: PreFamily,
   specials: LlamaSpecials,
 ): Encode {
@@ -551,14 +554,13 @@ function bpeEncoder(
 }
 
 function spmEncoder(
-  ids: ReadonlyMap<string, number>,
-  texts: readonly string[],
+  ids: TokenVocab,
   scores: ArrayLike<number> | undefined,
   maxLength: number,
   specials: LlamaSpecials,
   addSpacePrefix: boolean,
 ): Encode {
-  const n = texts.length;
+  const n = ids.size;
   const byteIds = new Int32Array(256).fill(-1);
   for (let b = 0; b < 256; b++) {
     const id = ids.get(`<0x${HEX[b >> 4]}${HEX[b & 15]}>`) ??
@@ -566,7 +568,7 @@ function spmEncoder(
     if (id !== undefined) byteIds[b] = id;
   }
   const vocab: SpmVocab = {
-    ids,
+    idOf: (s, from, length) => ids.getSlice(s, from, length),
     scores: scores === undefined ? new Float32Array(n) : Float32Array.from(scores),
     maxLength,
     byteToken(b: number): number {
