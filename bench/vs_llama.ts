@@ -533,8 +533,8 @@ function denoArgs(script: string, extra: string[]): string[] {
     "run",
     "--no-prompt",
     "--quiet",
-    // As ./cflow runs (see its launcher): V8's young generation kept small.
-    "--v8-flags=--max-semi-space-size=1",
+    // As ./cflow runs (see its launcher): V8's young generation kept small, gc() exposed.
+    "--v8-flags=--max-semi-space-size=1,--expose-gc",
     `--allow-ffi=${LIB}`,
     `--allow-read=${[ROOT, LIB, ...modelReads].join(",")}`,
     `--allow-env=${CFLOW_ENV}`,

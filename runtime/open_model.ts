@@ -116,8 +116,12 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
 
 /**
  * The model and tokenizer, unless the tokenizer has more tokens than the model has rows. The
- * load is over: what it freed goes back to the OS (SmolLM2's peak RSS over a 512-token
- * prompt fell by 1-2 MB, the free pages glibc had kept in its arenas).
+ * load is over: what it freed goes back to the OS. A major garbage collection first, where V8
+ * exposes one (`./cflow`, the compiled executable and the bench's workers run with
+ * `--expose-gc`): the file's metadata arrays (262,144 token strings for Gemma 3) are garbage
+ * by now, and the heap pages they filled stay resident until a major collection, which a
+ * short run may never reach (Gemma 3's peak RSS over a 512-token prompt fell by ~7 MB, in
+ * ~10 ms). Then glibc's arenas (SmolLM2's peak fell by 1-2 MB, the free pages glibc had kept).
  */
 function checked(
   path: string,
@@ -130,6 +134,8 @@ function checked(
       `${path}: the tokenizer has ${tokenizer.vocabSize} tokens, the model ${model.config.vocab}`,
     );
   }
+  const gc = (globalThis as { gc?: unknown }).gc;
+  if (typeof gc === "function") gc();
   openKernels().trimHeap();
   return { model, tokenizer, file };
 }

@@ -412,9 +412,11 @@ export class Sampler {
   readonly #biasValues: Float64Array;
   readonly #rng: Xoshiro128ss;
 
-  readonly #work: Float32Array;
-  readonly #cand: Int32Array;
-  readonly #weight: Float64Array;
+  // Scratch of vocabSize entries each, allocated on first use: plain greedy picks through the
+  // kernels need none of it (16 bytes a token, 4 MB for a 262,144-token vocabulary).
+  #workBuf?: Float32Array;
+  #candBuf?: Int32Array;
+  #weightBuf?: Float64Array;
   readonly #ring: Int32Array;
   #ringLen = 0;
   #ringPos = 0;
@@ -425,7 +427,7 @@ export class Sampler {
   #last = 0;
 
   /**
-   * Validates the options and allocates all scratch memory.
+   * Validates the options and allocates the penalties' memory (the rest on first use).
    *
    * @param vocabSize Number of logits, an integer in [1, 2^24].
    * @param options See {@link SamplerOptions}.
@@ -506,9 +508,6 @@ export class Sampler {
     this.#biasIds = Int32Array.from(bias.keys());
     this.#biasValues = Float64Array.from(bias.values());
 
-    this.#work = new Float32Array(vocabSize);
-    this.#cand = new Int32Array(vocabSize);
-    this.#weight = new Float64Array(vocabSize);
     this.#ring = new Int32Array(this.#penalties ? lastN : 0);
     this.#counts = new Uint32Array(this.#penalties ? vocabSize : 0);
     this.#stamp = new Uint32Array(this.#penalties ? vocabSize : 0);
@@ -548,6 +547,18 @@ export class Sampler {
   }
 
   /** Copies logits into the scratch vector, checked; then penalties and bias. */
+  get #work(): Float32Array {
+    return this.#workBuf ??= new Float32Array(this.vocabSize);
+  }
+
+  get #cand(): Int32Array {
+    return this.#candBuf ??= new Int32Array(this.vocabSize);
+  }
+
+  get #weight(): Float64Array {
+    return this.#weightBuf ??= new Float64Array(this.vocabSize);
+  }
+
   /** Whether #prepare changes any logit: a penalty over recent tokens or a bias. */
   #adjusts(): boolean {
     return (this.#penalties && this.#ringLen > 0) || this.#biasIds.length > 0;
