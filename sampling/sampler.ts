@@ -546,7 +546,6 @@ export class Sampler {
     return out;
   }
 
-  /** Copies logits into the scratch vector, checked; then penalties and bias. */
   get #work(): Float32Array {
     return this.#workBuf ??= new Float32Array(this.vocabSize);
   }
@@ -564,6 +563,7 @@ export class Sampler {
     return (this.#penalties && this.#ringLen > 0) || this.#biasIds.length > 0;
   }
 
+  /** Copies logits into the scratch vector, checked; then penalties and bias. */
   #prepare(fn: string, logits: Float32Array, adjust: boolean): Float32Array {
     if (!(logits instanceof Float32Array)) {
       throw new TypeError(`Sampler.${fn}: logits must be a Float32Array, got ${describe(logits)}`);
@@ -634,14 +634,15 @@ export class Sampler {
     if (this.#temperature === 0 && !this.#adjusts()) {
       // Plain greedy, nothing to add to the logits: the kernels' argmax when they are loaded
       // (a JavaScript pass over a vocabulary of 49,152 took ~120 us a token, 262,144 ~520 us).
-      // A NaN or +Infinity falls through to #prepare, which names it.
+      // Whatever it refuses (a NaN or +Infinity, kernels shut down) falls through to #prepare
+      // and the JavaScript loop, which name it or pick the same token.
       const k = openedKernels();
       if (k !== undefined && logits instanceof Float32Array && logits.length === this.vocabSize) {
         let best: number | undefined;
         try {
           best = k.argmax(logits);
-        } catch (e) {
-          if (!(e instanceof RangeError)) throw e;
+        } catch {
+          best = undefined;
         }
         if (best !== undefined) {
           if (best < 0) throw new RangeError("Sampler.sample: every token is masked or banned");
