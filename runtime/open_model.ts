@@ -121,7 +121,8 @@ export function openModel(path: string, options: TransformerOptions = {}): Opene
  * `--expose-gc`): the file's metadata arrays (262,144 token strings for Gemma 3) are garbage
  * by now, and the heap pages they filled stay resident until a major collection, which a
  * short run may never reach (Gemma 3's peak RSS over a 512-token prompt fell by 7-12 MB; the
- * collection takes ~7 ms). Then glibc's arenas (SmolLM2's peak fell by 1-2 MB, the free pages glibc had kept).
+ * collection takes ~7 ms). Then glibc's arenas (SmolLM2's peak fell by 1-2 MB, the free pages
+ * glibc had kept).
  */
 function checked(
   path: string,

@@ -85,8 +85,7 @@ export class TokenVocab {
 
   /** The id whose text is `s`, if any. */
   get(s: string): number | undefined {
-    const e = this.#slots[this.#find(s, 0, s.length)];
-    return e === 0 ? undefined : e - 1;
+    return this.getSlice(s, 0, s.length);
   }
 
   /** The id whose text is `s.substr(from, length)`, if any, without making that string. */
@@ -97,7 +96,7 @@ export class TokenVocab {
 
   /** Whether some token's text is `s`. */
   has(s: string): boolean {
-    return this.#slots[this.#find(s, 0, s.length)] !== 0;
+    return this.getSlice(s, 0, s.length) !== undefined;
   }
 
   /** The text of token `id` (an integer in [0, size)). */

@@ -310,14 +310,16 @@ export function tokenizerFromGgufMetadata(
   const maxLength = vocab.maxLength;
   const attr = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
-    const t = tokens[i] === "" ? `[EMPTY_${i}]` : tokens[i];
     const type = types === undefined ? 1 : types[i];
     if (type < 0 || type >= TYPE_ATTR.length) {
       throw m.fail(`${P}token_type[${i}]`, `unknown token type ${type}`);
     }
     attr[i] = TYPE_ATTR[type];
-    if ((attr[i] & BYTE) && !/^<0x[0-9A-Fa-f]{2}>$/.test(t)) {
-      throw m.fail(`${P}tokens[${i}]`, `byte token ${describe(t)} is not of the form <0xXX>`);
+    if (attr[i] & BYTE) {
+      const t = vocab.text(i);
+      if (!/^<0x[0-9A-Fa-f]{2}>$/.test(t)) {
+        throw m.fail(`${P}tokens[${i}]`, `byte token ${describe(t)} is not of the form <0xXX>`);
+      }
     }
   }
 

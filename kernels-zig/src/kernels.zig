@@ -1259,6 +1259,7 @@ pub fn argmax(x: []const f32) Argmax {
     const V = @Vector(L, f32);
     const U = @Vector(L, u32);
     const inf = std.math.inf(f32);
+    // A NaN or +inf is the one value that is not below +inf.
     const one: U = @splat(1);
     const zero: U = @splat(0);
     var vmax: V = @splat(-inf);
@@ -1266,19 +1267,18 @@ pub fn argmax(x: []const f32) Argmax {
     var i: usize = 0;
     while (i + L <= x.len) : (i += L) {
         const v: V = x[i..][0..L].*;
-        bad |= @select(u32, v != v, one, zero) | @select(u32, v == @as(V, @splat(inf)), one, zero);
+        bad |= @select(u32, v < @as(V, @splat(inf)), zero, one);
         vmax = @max(vmax, v);
     }
     var m: f32 = @reduce(.Max, vmax);
     var any_bad = @reduce(.Or, bad) != 0;
     while (i < x.len) : (i += 1) {
-        const v = x[i];
-        if (std.math.isNan(v) or v == inf) any_bad = true;
-        m = @max(m, v);
+        if (!(x[i] < inf)) any_bad = true;
+        m = @max(m, x[i]);
     }
     if (any_bad) {
         for (x, 0..) |v, j| {
-            if (std.math.isNan(v) or v == inf) return .{ .status = .nonfinite, .index = j };
+            if (!(v < inf)) return .{ .status = .nonfinite, .index = j };
         }
         unreachable;
     }
