@@ -53,8 +53,10 @@ export function attentionBlock(
   if (v.ones !== undefined) b.headNorm(vNew, c.kvHeads, c.headDim, v.ones, c.eps);
   const freqs = window > 0 ? v.freqLocal : v.freqGlobal;
   const rope = c.ropeStyle === "normal" ? 0 : 1;
-  b.rope(q, c.heads, c.headDim, c.ropeDims, freqs, rope);
-  b.rope(kNew, c.kvHeads, c.headDim, c.ropeDims, freqs, rope);
+  // q's heads and then k's lie side by side in the fused output: one RoPE over
+  // both computes each angle's cosine and sine once (each head rotates alone,
+  // so the values are those of two calls).
+  b.rope(q, c.heads + c.kvHeads, c.headDim, c.ropeDims, freqs, rope);
   // Append k and v to the pass's cache; attend over the visible positions.
   b.kvStore(kNew, cache.k, kvDim, v.kvType, c.headDim);
   b.kvStore(vNew, cache.v, kvDim, v.kvType, c.headDim);

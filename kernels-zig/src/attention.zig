@@ -1,7 +1,7 @@
 //! Attention over a KV cache: one query head (`attentionHead`, two passes
 //! over a scores buffer), and the query heads of one KV head together
 //! (`attentionGroup`, an online softmax over blocks of positions, each K and
-//! V row read once for the whole group). The cache holds f32, f16 or Q8_0
+//! V slice loaded and converted once for a register tile of heads). The cache holds f32, f16 or Q8_0
 //! blocks; every path computes each score and each output with the same
 //! operations in the same order, so results are bit-identical between them
 //! and between variants of equal vector width.
@@ -204,12 +204,30 @@ inline fn treeSums(comptime N: usize, v: *[N]@Vector(N, f32)) @Vector(N, f32) {
 }
 const attention_block: usize = 32;
 
+/// Heads of a group that one register tile takes together: the scores'
+/// tile is `tile_heads` heads x `tile_rows` positions of accumulators (16 zmm
+/// or 8 ymm), the outputs' tile `tile_heads` heads x `pv_cols` slices of
+/// head_dim; each K or V value is loaded (and converted from f16 or Q8_0)
+/// once for the tile's heads instead of once per head.
+const tile_heads: usize = if (lanes >= 16) 4 else 2;
+const tile_rows: usize = 4;
+const pv_cols: usize = 4;
+/// Query values an f16 cache's kernel rounds once per call into a stack
+/// buffer (`qLoad`); a larger group x head_dim rounds as it goes.
+const q_round_max: usize = 4096;
+
+comptime {
+    assert(lanes == 1 or lanes % tile_rows == 0);
+}
+
 /// Scores of positions [j0, j0 + nb) for every head of a group, into s:
 /// L positions at a time (their L sums reduced together), the rest one at a
-/// time; each score gets the same arithmetic either way.
-inline fn blockScores(
+/// time; each score gets the same arithmetic either way. With `rounded`, qs
+/// holds what `qLoad` gives for every value of q; otherwise it is q itself.
+fn blockScores(
     comptime T: type,
-    q: []const f32,
+    comptime rounded: bool,
+    qs: []const f32,
     group: usize,
     hd: usize,
     k: [*]const T,
@@ -226,30 +244,70 @@ inline fn blockScores(
     var jb: usize = 0;
     if (L > 1) {
         while (hd % L == 0 and jb + L <= nb) : (jb += L) {
-            for (0..group) |g| {
-                const qg = q[g * hd ..][0..hd];
-                // The L chains interleaved, each in head_dim order.
-                const kblock = (j0 + jb) * stride + head_offset;
-                var acc: [L]V = @splat(@splat(0));
-                var d: usize = 0;
-                while (d < hd) : (d += L) {
-                    const qv = qLoad(T, L, qg, d);
-                    inline for (0..L) |r| {
-                        const kf = kvLoad(T, L, k, kblock + r * stride + d);
-                        acc[r] = @mulAdd(V, qv, kf, acc[r]);
+            var g0: usize = 0;
+            while (g0 < group) {
+                const gq = @min(tile_heads, group - g0);
+                // acc[g][r]: the fma chain of head g0 + g against position
+                // j0 + jb + r, in head_dim order.
+                var acc: [tile_heads][L]V = undefined;
+                switch (gq) {
+                    inline 1...tile_heads => |GQ| {
+                        var r0: usize = 0;
+                        while (r0 < L) : (r0 += tile_rows) {
+                            const krow = (j0 + jb + r0) * stride + head_offset;
+                            scoreTile(T, rounded, GQ, qs[g0 * hd ..][0 .. GQ * hd], hd, k, krow, stride, &acc, r0);
+                        }
+                    },
+                    else => unreachable,
+                }
+                for (0..gq) |gi| {
+                    const sc = treeSums(L, &acc[gi]) * @as(V, @splat(scale));
+                    s[g0 + gi][jb..][0..L].* = sc;
+                    if (softcap > 0) {
+                        for (s[g0 + gi][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
                     }
                 }
-                const sc = treeSums(L, &acc) * @as(V, @splat(scale));
-                s[g][jb..][0..L].* = sc;
-                if (softcap > 0) {
-                    for (s[g][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
-                }
+                g0 += gq;
             }
         }
     }
     while (jb < nb) : (jb += 1) {
         const krow = (j0 + jb) * stride + head_offset;
-        for (0..group) |g| s[g][jb] = oneScore(T, q[g * hd ..][0..hd], k, krow, scale, softcap);
+        for (0..group) |g| s[g][jb] = oneScore(T, qs[g * hd ..][0..hd], k, krow, scale, softcap);
+    }
+}
+
+/// The dot products of GQ query heads (hd values each, at q) with the
+/// `tile_rows` K rows from element `krow` on, stride apart, into
+/// acc[g][r0 + r]: L lanes at a time in head_dim order, each K slice loaded
+/// once for the GQ heads. With `rounded`, q already holds `qLoad`'s values.
+inline fn scoreTile(
+    comptime T: type,
+    comptime rounded: bool,
+    comptime GQ: usize,
+    q: []const f32,
+    hd: usize,
+    k: [*]const T,
+    krow: usize,
+    stride: usize,
+    acc_out: *[tile_heads][lanes]@Vector(lanes, f32),
+    r0: usize,
+) void {
+    const L = lanes;
+    const V = @Vector(L, f32);
+    assert(q.len == GQ * hd and hd % L == 0 and r0 + tile_rows <= L);
+    var acc: [GQ][tile_rows]V = @splat(@splat(@splat(0)));
+    var d: usize = 0;
+    while (d < hd) : (d += L) {
+        var qv: [GQ]V = undefined;
+        inline for (0..GQ) |g| qv[g] = if (rounded) q[g * hd + d ..][0..L].* else qLoad(T, L, q[g * hd ..][0..hd], d);
+        inline for (0..tile_rows) |r| {
+            const kf = kvLoad(T, L, k, krow + r * stride + d);
+            inline for (0..GQ) |g| acc[g][r] = @mulAdd(V, qv[g], kf, acc[g][r]);
+        }
+    }
+    inline for (0..GQ) |g| {
+        inline for (0..tile_rows) |r| acc_out[g][r0 + r] = acc[g][r];
     }
 }
 
@@ -341,10 +399,24 @@ pub fn attentionGroup(
     @memset(m[0..group], -std.math.inf(f32));
     @memset(l[0..group], 0);
     @memset(out, 0);
+    // Over an f16 cache, q rounded to f16 once (what `qLoad` gives), not
+    // once per K row.
+    var q_round: [q_round_max]f32 align(64) = undefined;
+    const rounded = T == f16 and L > 1 and hd % L == 0 and q.len <= q_round_max;
+    if (rounded) {
+        for (0..group) |g| {
+            var d: usize = 0;
+            while (d < hd) : (d += L) q_round[g * hd + d ..][0..L].* = qLoad(T, L, q[g * hd ..][0..hd], d);
+        }
+    }
     var j0 = first;
     while (j0 < n_pos) : (j0 += B) {
         const nb = @min(B, n_pos - j0);
-        blockScores(T, q, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
+        if (rounded) {
+            blockScores(T, true, q_round[0..q.len], group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
+        } else {
+            blockScores(T, false, q, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
+        }
         for (0..group) |g| {
             // Online softmax: rescale what was accumulated to the new maximum.
             const corr = softmaxStep(&s[g], nb, &m[g], &l[g]);
@@ -355,24 +427,20 @@ pub fn attentionGroup(
         // out += p . V: each L-lane slice of each head's output stays in a
         // register over the block's positions (in position order, as one
         // fma chain per lane), then the tail of head_dim one value at a time.
-        // Four slices at a time make four independent chains (an fma chain
-        // alone waits on its latency).
+        // A tile of heads x `pv_cols` slices makes independent chains (an
+        // fma chain alone waits on its latency) and loads each V slice once
+        // for its heads.
         const d_vec: usize = if (L > 1) hd - hd % L else 0;
         var d: usize = 0;
-        while (L > 1 and d + 4 * L <= d_vec) : (d += 4 * L) {
-            for (0..group) |g| {
-                const o = out[g * hd + d ..][0 .. 4 * L];
-                var acc: [4]V = undefined;
-                inline for (0..4) |c| acc[c] = o[c * L ..][0..L].*;
-                for (0..nb) |jj| {
-                    const vrow = (j0 + jj) * stride + head_offset + d;
-                    const p: V = @splat(s[g][jj]);
-                    inline for (0..4) |c| {
-                        const vf = kvLoad(T, L, v, vrow + c * L);
-                        acc[c] = @mulAdd(V, p, vf, acc[c]);
-                    }
+        while (L > 1 and d + pv_cols * L <= d_vec) : (d += pv_cols * L) {
+            var g0: usize = 0;
+            while (g0 < group) {
+                const gq = @min(tile_heads, group - g0);
+                switch (gq) {
+                    inline 1...tile_heads => |GQ| valueTile(T, GQ, &s, g0, out[g0 * hd ..][0 .. GQ * hd], hd, d, v, j0 * stride + head_offset, stride, nb),
+                    else => unreachable,
                 }
-                inline for (0..4) |c| o[c * L ..][0..L].* = acc[c];
+                g0 += gq;
             }
         }
         while (L > 1 and d < d_vec) : (d += L) {
@@ -468,10 +536,48 @@ test "grouped online-softmax attention matches the two-pass head kernel" {
     }
 }
 
-/// attentionGroup as it was before its scores were reduced L at a time and
-/// its outputs kept in registers: one score, one reduction and one V row at a
-/// time. The test below holds the current kernel to it bit for bit, so that
-/// the faster loop order changed no result.
+/// out[g * hd + d ..][0 .. pv_cols * L] += p[g0 + g][jj] * V[row jj] over the
+/// block's nb positions (rows from element `vrow` on, stride apart), for the
+/// GQ heads at out: each lane one fma chain in position order, each V slice
+/// loaded once for the GQ heads.
+inline fn valueTile(
+    comptime T: type,
+    comptime GQ: usize,
+    p: *const [attention_max_group][attention_block]f32,
+    g0: usize,
+    out: []f32,
+    hd: usize,
+    d: usize,
+    v: [*]const T,
+    vrow: usize,
+    stride: usize,
+    nb: usize,
+) void {
+    const L = lanes;
+    const V = @Vector(L, f32);
+    assert(out.len == GQ * hd and d + pv_cols * L <= hd and g0 + GQ <= attention_max_group and nb <= attention_block);
+    var acc: [GQ][pv_cols]V = undefined;
+    inline for (0..GQ) |g| {
+        inline for (0..pv_cols) |c| acc[g][c] = out[g * hd + d + c * L ..][0..L].*;
+    }
+    for (0..nb) |jj| {
+        var vf: [pv_cols]V = undefined;
+        inline for (0..pv_cols) |c| vf[c] = kvLoad(T, L, v, vrow + jj * stride + d + c * L);
+        inline for (0..GQ) |g| {
+            const pg: V = @splat(p[g0 + g][jj]);
+            inline for (0..pv_cols) |c| acc[g][c] = @mulAdd(V, pg, vf[c], acc[g][c]);
+        }
+    }
+    inline for (0..GQ) |g| {
+        inline for (0..pv_cols) |c| out[g * hd + d + c * L ..][0..L].* = acc[g][c];
+    }
+}
+
+/// attentionGroup as it was before its scores were reduced L at a time, its
+/// outputs kept in registers and its K and V slices loaded once per tile of
+/// heads: one score, one reduction and one V row at a time. The tests below
+/// hold the current kernel to it bit for bit, so that the faster loop order
+/// changed no result.
 fn attentionGroupOneByOne(
     comptime T: type,
     q: []const f32,
@@ -627,6 +733,36 @@ test "attention: scores L at a time and register outputs change no bit" {
                 }
             }
         }
+    }
+}
+
+test "attention: a group too large to round q once takes the same values" {
+    // group x head_dim above q_round_max: an f16 cache's kernel rounds q as
+    // it goes (`qLoad` per slice) instead of once; every bit stays the same.
+    const alloc = testing.allocator;
+    var prng = std.Random.DefaultPrng.init(57);
+    const rng = prng.random();
+    for ([_]usize{ 9, 16 }) |group| {
+        const hd = 512;
+        const n_pos = 37;
+        const n = group * hd;
+        try testing.expect(n > q_round_max);
+        const kc = try alloc.alloc(f16, n_pos * hd);
+        defer alloc.free(kc);
+        const vc = try alloc.alloc(f16, n_pos * hd);
+        defer alloc.free(vc);
+        for (kc, vc) |*a, *b| {
+            a.* = @floatCast(rng.float(f32) * 2 - 1);
+            b.* = @floatCast(rng.float(f32) * 2 - 1);
+        }
+        const q = try alloc.alloc(f32, 3 * n);
+        defer alloc.free(q);
+        for (q[0..n]) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+        const got = q[n .. 2 * n];
+        const want = q[2 * n .. 3 * n];
+        attentionGroup(f16, q[0..n], group, kc.ptr, vc.ptr, hd, 0, 3, n_pos, 0.05, 0, got);
+        attentionGroupOneByOne(f16, q[0..n], group, kc.ptr, vc.ptr, hd, 0, 3, n_pos, 0.05, 0, want);
+        for (got, want) |a, b| try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
     }
 }
 
