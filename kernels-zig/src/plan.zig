@@ -1048,7 +1048,8 @@ const Exec = struct {
             },
             .attention => {
                 const n_kv = w[2 + 6];
-                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows, .chunk = 1 });
+                ctx.parts = attentionParts(w[2 + 5] / n_kv, n_kv * rows, self.env.threads);
+                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows * ctx.parts, .chunk = 1 });
             },
             .gated, .quantize, .quantize_k => if (rows == 1) {
                 // One row (decode): split it by elements instead, so that
@@ -1448,11 +1449,35 @@ const SliceCtx = struct {
 };
 
 /// Per-row (and per-head) operations.
+/// Parts the query heads of each (row, KV head) attention item are cut
+/// into: 1 while there are at least as many items as threads; otherwise
+/// enough that every thread gets one (a decode step of a model with one KV
+/// head, Gemma 3's, would run on one thread), at most one head each. Each
+/// head's arithmetic does not depend on the heads beside it in a call, so
+/// the cut changes no result.
+fn attentionParts(group: usize, items: usize, threads: usize) usize {
+    assert(group >= 1 and items >= 1);
+    if (items >= threads) return 1;
+    return @min(group, std.math.divCeil(usize, threads, items) catch unreachable);
+}
+
+test "attentionParts: one part while items fill the threads, up to a head each otherwise" {
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 512, 2));
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(3, 3, 2));
+    try std.testing.expectEqual(@as(usize, 2), attentionParts(4, 1, 2));
+    try std.testing.expectEqual(@as(usize, 4), attentionParts(4, 1, 16));
+    try std.testing.expectEqual(@as(usize, 3), attentionParts(6, 2, 5));
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(1, 1, 8));
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 1, 1));
+}
+
 const RowCtx = struct {
     ex: *const Exec,
     w: []const u32,
     row0: usize,
     failed: Flag = .init(false),
+    /// Parts an attention item's query heads are cut into (`attentionParts`).
+    parts: usize = 1,
 
     fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
@@ -1631,8 +1656,9 @@ const RowCtx = struct {
         }
     }
 
-    /// Attention items are (row, KV head) pairs: the query heads sharing
-    /// the KV head, attending over the positions up to the row's own.
+    /// Attention items are (row, KV head, part) triples: a part of the query
+    /// heads sharing the KV head (all of them unless `parts` > 1),
+    /// attending over the positions up to the row's own.
     fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
         const ex = self.ex;
@@ -1644,17 +1670,25 @@ const RowCtx = struct {
         const window = a[8];
         const group = heads / n_kv;
         const ctx: usize = ex.p.context;
+        const parts = self.parts;
+        assert(parts >= 1 and parts <= group);
+        const per_part = std.math.divCeil(usize, group, parts) catch unreachable;
         for (begin..end) |item| {
-            const t = self.row0 + item / n_kv;
-            const kvh = item % n_kv;
+            const pair = item / parts;
+            const t = self.row0 + pair / n_kv;
+            const kvh = pair % n_kv;
+            const part = item % parts;
+            // This part's query heads [g_begin, g_end) of the group.
+            const g_begin = @min(group, part * per_part);
+            const g_end = @min(group, g_begin + per_part);
             const n_pos: usize = @as(usize, ex.rows.position(t)) + 1;
             const kv_base: usize = ex.rows.base(t);
             const first: usize = kv_base + if (window > 0 and n_pos > window) n_pos - window else 0;
             const q = ex.f32s(a[0], a[1], t, heads * hd);
             const out = ex.f32s(a[11], a[12], t, heads * hd);
-            var g0: usize = 0;
-            while (g0 < group) : (g0 += attention_max_group) {
-                const n: usize = @min(attention_max_group, group - g0);
+            var g0: usize = g_begin;
+            while (g0 < g_end) : (g0 += attention_max_group) {
+                const n: usize = @min(attention_max_group, g_end - g0);
                 const h0 = kvh * group + g0;
                 ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, kv_base + n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
             }
