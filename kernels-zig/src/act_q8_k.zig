@@ -45,6 +45,15 @@ inline fn nearestInt(v: f32) i32 {
 }
 
 const V = @Vector(16, f32);
+const VI = @Vector(16, i32);
+
+/// `min(127, nearestInt(v))` for each lane of v, in the same operations.
+inline fn nearestInts(v: V) VI {
+    assert(@reduce(.And, @abs(v) <= @as(V, @splat(4194303.0))));
+    const b: @Vector(16, u32) = @bitCast(v + @as(V, @splat(12582912.0)));
+    const i: VI = @bitCast(b & @as(@Vector(16, u32), @splat(0x007fffff)));
+    return @min(@as(VI, @splat(127)), i - @as(VI, @splat(0x00400000)));
+}
 
 /// Quantizes super-blocks [sb0, sb1) of the row `x` (a multiple of 256
 /// long) into the ActRow at `q`; false, leaving them unspecified, when a
@@ -94,15 +103,18 @@ pub fn quantizeSuperBlocks(x: []const f32, q: [*]u8, sb0: usize, sb1: usize) boo
         for (0..groups_per_sb) |j| {
             const g = g0 + j;
             const blk = q + g * abi.q8_0_block_bytes;
-            var sum: i32 = 0;
-            var first: i32 = 0;
-            for (0..qk) |i| {
-                const v = if (finite) @min(127, nearestInt(iscale * xs[j * qk + i])) else 0;
-                assert(v >= -127);
-                blk[2 + i] = @bitCast(@as(i8, @intCast(v)));
-                sum += v;
-                if (i == qk / 2 - 1) first = sum;
+            // The group's two halves of 16, each a vector: the quants of
+            // `quantGroupRef`, lane by lane.
+            var halves: [2]VI = @splat(@splat(0));
+            if (finite) {
+                inline for (0..2) |h| halves[h] = nearestInts(@as(V, @splat(iscale)) * @as(V, xs[j * qk + h * 16 ..][0..16].*));
             }
+            inline for (0..2) |h| {
+                assert(@reduce(.Min, halves[h]) >= -127 and @reduce(.Max, halves[h]) <= 127);
+                blk[2 + h * 16 ..][0..16].* = @bitCast(@as(@Vector(16, i8), @intCast(halves[h])));
+            }
+            const first: i32 = @reduce(.Add, halves[0]);
+            const sum: i32 = first + @reduce(.Add, halves[1]);
             std.mem.writeInt(i16, blk[0..2], @intCast(first), .little);
             std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
             std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
@@ -173,6 +185,50 @@ test "Q8_K: the first value of largest magnitude maps to -127, its sign kept" {
         const v = quantOf(&q, i);
         try testing.expect(v >= -127 and v <= 127);
         try testing.expect(@abs(@as(f32, @floatFromInt(v)) * d - x[i]) <= @abs(d) * 0.5001);
+    }
+}
+
+/// One group's quants as the scalar loop computed them before the groups
+/// were vectorized: the reference the vector code is held to.
+fn quantGroupRef(xs: []const f32, iscale: f32, finite: bool, out: *[qk]i32) void {
+    for (0..qk) |i| out[i] = if (finite) @min(127, nearestInt(iscale * xs[i])) else 0;
+}
+
+test "Q8_K: the vector groups give the scalar loop's quants, ties and subnormal maxima included" {
+    var prng = std.Random.DefaultPrng.init(5);
+    const rng = prng.random();
+    const n = 2 * qk_k;
+    var x: [n]f32 = undefined;
+    var q: [ActRow.bytes(n / qk)]u8 = undefined;
+    for (0..300) |trial| {
+        for (&x) |*v| v.* = (rng.float(f32) - 0.5) * 20;
+        // Values at half steps of the scale: rounding ties.
+        if (trial % 3 == 0) {
+            for (&x) |*v| v.* = @as(f32, @floatFromInt(rng.intRangeAtMost(i32, -254, 254))) * 0.5 * (3.0 / 127.0);
+            x[7] = 3;
+        }
+        // A super-block whose largest value is subnormal.
+        if (trial % 7 == 0) for (x[qk_k..]) |*v| {
+            v.* = std.math.floatTrueMin(f32) * @as(f32, @floatFromInt(rng.intRangeAtMost(i32, -3, 3)));
+        };
+        try testing.expect(quantizeRow(&x, &q));
+        for (0..n / qk_k) |sb| {
+            const xs = x[sb * qk_k ..][0..qk_k];
+            var amax: f32 = 0;
+            for (xs) |v| amax = @max(amax, @abs(v));
+            if (amax == 0) continue;
+            var max: f32 = 0;
+            for (xs) |v| if (@abs(v) == amax) {
+                max = v;
+                break;
+            };
+            const iscale: f32 = -127.0 / max;
+            for (0..groups_per_sb) |j| {
+                var want: [qk]i32 = undefined;
+                quantGroupRef(xs[j * qk ..][0..qk], iscale, std.math.isFinite(iscale), &want);
+                for (0..qk) |i| try testing.expectEqual(want[i], quantOf(&q, sb * qk_k + j * qk + i));
+            }
+        }
     }
 }
 
