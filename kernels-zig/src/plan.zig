@@ -15,6 +15,10 @@
 //! the arguments listed at `Op`. Buffers are a byte offset and a row stride
 //! in bytes (0 for a single row shared by the batch). Row t of a batch is
 //! the token at position pos + t.
+//!
+//! Here: the encoding, creation and the executor (matmuls, MoE, packing);
+//! `plan_check.zig` checks operations and runs at creation; `plan_rows.zig`
+//! runs the operations that are not matmuls, row by row.
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -31,25 +35,6 @@ const Table = @import("table.zig").Table;
 /// Direct reads into staging slots (the disk expert tier); native only.
 const io = if (is_wasm) struct {} else @import("io.zig");
 const prefetch = if (is_wasm) struct {} else @import("prefetch.zig");
-
-/// A flag a job sets through its context's const pointer. In the wasm32
-/// build (single-threaded) atomics become plain loads and stores, which the
-/// optimizer may then drop as writes through a const pointer; volatile ones
-/// it keeps.
-const Flag = if (is_wasm) struct {
-    raw: bool,
-    fn init(v: bool) @This() {
-        return .{ .raw = v };
-    }
-    fn store(self: *@This(), v: bool, comptime _: std.builtin.AtomicOrder) void {
-        const p: *volatile bool = &self.raw;
-        p.* = v;
-    }
-    fn load(self: *const @This(), comptime _: std.builtin.AtomicOrder) bool {
-        const p: *const volatile bool = &self.raw;
-        return p.*;
-    }
-} else std.atomic.Value(bool);
 
 const assert = std.debug.assert;
 const Status = abi.Status;
@@ -69,7 +54,7 @@ pub const max_plans: usize = 64;
 /// Query heads sharing one KV head that the attention kernel takes at once
 /// (attention.zig `attention_max_group`); larger groups go in several calls.
 pub const attention_max_group: usize = 16;
-const max_dim: u32 = 1 << 20;
+pub const max_dim: u32 = 1 << 20;
 
 pub const Op = enum(u32) {
     /// run, out, out_stride, scale (f32 bits): row tokens[t] of member 0, times scale.
@@ -154,7 +139,7 @@ pub const Op = enum(u32) {
 /// read from one kind of ActRow: every member a K type (Q8_K rows) or none.
 pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, packed_q4_k = 8, packed_q6_k = 9, packed_q5_0 = 10, packed_mixed = 11, _ };
 
-fn isPacked(kind: RunKind) bool {
+pub fn isPacked(kind: RunKind) bool {
     return switch (kind) {
         .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0, .packed_mixed => true,
         else => false,
@@ -162,7 +147,7 @@ fn isPacked(kind: RunKind) bool {
 }
 
 /// The panel type a member of tile type t packs into (null: none).
-fn panelQuant(t: blocks.TileType) ?packing.Quant {
+pub fn panelQuant(t: blocks.TileType) ?packing.Quant {
     return switch (t) {
         .q4_0 => .q4_0,
         .q8_0 => .q8_0,
@@ -174,7 +159,7 @@ fn panelQuant(t: blocks.TileType) ?packing.Quant {
     };
 }
 
-const Run = struct {
+pub const Run = struct {
     kind: RunKind,
     /// Tile type of each member (packed runs: the type it was packed from).
     types: [packing.max_members]blocks.TileType,
@@ -193,7 +178,7 @@ const Run = struct {
     panel_off: [packing.max_members + 1]usize,
 };
 
-const Plan = struct {
+pub const Plan = struct {
     generation: u32 = 0,
     live: bool = false,
     busy: std.atomic.Value(bool) = .init(false),
@@ -240,7 +225,7 @@ pub const Env = struct {
     threads: usize = 1,
 };
 
-const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed, Io };
+pub const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed, Io };
 
 pub fn statusOf(e: Error) i32 {
     return switch (e) {
@@ -259,430 +244,30 @@ pub fn statusOf(e: Error) i32 {
     };
 }
 
-fn mul(a: usize, b: usize) Error!usize {
+pub fn mul(a: usize, b: usize) Error!usize {
     return std.math.mul(usize, a, b) catch error.Overflow;
 }
 
-fn add(a: usize, b: usize) Error!usize {
+pub fn add(a: usize, b: usize) Error!usize {
     return std.math.add(usize, a, b) catch error.Overflow;
 }
 
-fn word64(lo: u32, hi: u32) usize {
+pub fn word64(lo: u32, hi: u32) usize {
     return @intCast((@as(u64, hi) << 32) | lo);
 }
 
 // ---------------------------------------------------------------------------
-// Creation: everything is checked here.
+// Creation: everything is checked here (plan_check.zig).
 // ---------------------------------------------------------------------------
 
-const Checker = struct {
-    ws_len: usize,
-    max_tokens: usize,
-
-    /// A buffer of `row_bytes` per row at `off`, rows `stride` apart (0: one
-    /// shared row), for every row of the largest batch; 4-byte aligned.
-    fn buf(self: Checker, off: u32, stride: u32, row_bytes: usize) Error!void {
-        if (row_bytes == 0) return error.InvalidArg;
-        if (off % 4 != 0 or stride % 4 != 0) return error.Alignment;
-        if (stride != 0 and stride < row_bytes) return error.InvalidArg;
-        const last = try mul(stride, self.max_tokens - 1);
-        const end = try add(try add(off, last), row_bytes);
-        if (end > self.ws_len) return error.Range;
-    }
-
-    fn one(self: Checker, off: u32, bytes: usize) Error!void {
-        return self.buf(off, 0, bytes);
-    }
-};
-
-fn dim(v: u32) Error!usize {
-    if (v == 0 or v > max_dim) return error.InvalidArg;
-    return v;
-}
-
-/// Bytes of a head-major KV cache of `context` positions of `kv_dim` values
-/// (heads of `head_dim`) stored as kv_type: 1 f32, 2 f16, 3 Q8_0 blocks of
-/// 32 values and an f16 scale (34 bytes; each head row whole blocks).
-fn kvCacheBytes(kv_type: u32, context: usize, kv_dim: usize, head_dim: usize) Error!usize {
-    const values = try mul(context, kv_dim);
-    return switch (kv_type) {
-        1 => try mul(values, 4),
-        2 => try mul(values, 2),
-        3 => if (head_dim % abi.qk != 0) error.InvalidArg else try mul(values / abi.qk, @sizeOf(abi.BlockQ8_0)),
-        else => error.InvalidArg,
-    };
-}
-
-fn finite(bits: u32) Error!f32 {
-    const f: f32 = @bitCast(bits);
-    if (!std.math.isFinite(f)) return error.InvalidArg;
-    return f;
-}
-
-fn checkRun(words: []const u32, out: *Run) Error!void {
-    if (words[0] < 1 or words[0] > 11) return error.InvalidArg;
-    const kind: RunKind = @enumFromInt(words[0]);
-    const cols = try dim(words[6]);
-    const n_members = words[7];
-    if (n_members == 0 or n_members > packing.max_members) return error.InvalidArg;
-    out.* = .{
-        .kind = kind,
-        .types = undefined,
-        .packable = false,
-        .quant = kind != .tiles_f32,
-        .handle = @bitCast(words[1]),
-        .base = undefined,
-        .len = word64(words[4], words[5]),
-        .layout = packing.Run.one(.q8_0, 0, cols),
-        .total_rows = 0,
-        .row_off = undefined,
-        .panel_off = undefined,
-    };
-    out.layout.n_members = n_members;
-    out.panel_off[0] = 0;
-    for (0..n_members) |m| {
-        const rows = try dim(words[8 + m]);
-        out.layout.rows[m] = rows;
-        out.row_off[m] = out.total_rows;
-        out.total_rows += rows;
-        out.panel_off[m + 1] = out.panel_off[m] + packing.panelsOf(rows);
-    }
-    for (0..packing.max_members) |m| {
-        const t: u32 = if (kind != .tiles and kind != .packed_mixed) 0 else words[16 + m];
-        if (m >= n_members) {
-            if (t != 0) return error.InvalidArg;
-            out.types[m] = .f32;
-            continue;
-        }
-        out.types[m] = switch (kind) {
-            .tiles_q4_0, .packed_q4_0 => .q4_0,
-            .tiles_q8_0, .packed_q8_0 => .q8_0,
-            .packed_q4_1 => .q4_1,
-            .packed_q4_k => .q4_k,
-            .packed_q6_k => .q6_k,
-            .packed_q5_0 => .q5_0,
-            .tiles_f32 => .f32,
-            .tiles, .packed_mixed => if (t >= 1 and t <= blocks.max_tile_type) @enumFromInt(t) else return error.InvalidArg,
-            _ => return error.InvalidArg,
-        };
-        const ty = out.types[m];
-        // One input per run: every member quantized, or every one float.
-        if (blocks.isFloat(ty) == out.quant) {
-            if (m != 0) return error.InvalidArg;
-            out.quant = !blocks.isFloat(ty);
-        }
-        // ggml's rule: a row holds whole blocks (Q4_0/Q8_0 tiles pad instead).
-        if (blocks.asBlock(ty) != null and cols % blocks.blockElements(ty) != 0) return error.InvalidArg;
-    }
-    // Each member's panel type: packed runs must have one, tiles runs whose
-    // members all have one can be packed (packing.zig reads their blocks),
-    // if the members share one kind of ActRow and the columns are whole
-    // records: groups of 32 (tiles pad a row's last group with zero
-    // weights; panels do not), super-blocks of 256 for the K types.
-    var all_panels = out.quant;
-    var k_members: usize = 0;
-    for (0..n_members) |m| {
-        if (panelQuant(out.types[m])) |q| {
-            out.layout.qs[m] = q;
-            if (packing.isK(q)) k_members += 1;
-            if (cols % packing.recordCols(q) != 0) all_panels = false;
-        } else {
-            all_panels = false;
-        }
-    }
-    if (k_members != 0 and k_members != n_members) all_panels = false;
-    if (isPacked(kind) and !all_panels) return error.InvalidArg;
-    out.packable = kind != .tiles_f32 and !isPacked(kind) and all_panels;
-    const expected = switch (kind) {
-        .tiles_q4_0, .tiles_q8_0 => out.layout.sourceBytes(),
-        .tiles_f32 => f32Bytes(&out.layout),
-        .tiles => try tilesBytes(out),
-        .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0, .packed_mixed => out.layout.packedBytes(),
-        _ => return error.InvalidArg,
-    };
-    if (expected != out.len) return error.Length;
-    const offset = word64(words[2], words[3]);
-    var view: memory.View = undefined;
-    var err: i32 = 0;
-    if (!memory.pin(out.handle, &view, &err)) return error.Handle;
-    errdefer memory.unpin(out.handle);
-    const end = try add(offset, out.len);
-    if (end > view.len) return error.Range;
-    out.base = @as([*]const u8, @ptrFromInt(view.ptr)) + offset;
-}
-
-fn f32Bytes(l: *const packing.Run) usize {
-    var total: usize = 0;
-    for (0..l.n_members) |m| {
-        var r0: usize = 0;
-        while (r0 < l.rows[m]) : (r0 += packing.tile_rows) {
-            const tr: usize = @min(packing.tile_rows, l.rows[m] - r0);
-            var c0: usize = 0;
-            while (c0 < l.cols) : (c0 += packing.tile_cols) {
-                total += packing.tile_header_bytes + tr * @as(usize, @min(packing.tile_cols, l.cols - c0)) * 4;
-            }
-        }
-    }
-    return total;
-}
-
-/// Bytes of one tile of `t` (docs/FORMAT.md).
-fn tileBytesOf(t: blocks.TileType, tr: usize, tc: usize) usize {
-    return packing.tile_header_bytes + switch (t) {
-        .q4_0 => tr * packing.groupsOf(tc) * (2 + 16),
-        .q8_0 => tr * packing.groupsOf(tc) * (2 + 32),
-        else => tr * blocks.rowBytes(t, tc),
-    };
-}
-
-/// Bytes of one output stripe (its column tiles) of a member of type `t`.
-fn stripeBytesOf(t: blocks.TileType, tr: usize, cols: usize) usize {
-    const full = cols / packing.tile_cols;
-    const rest = cols - full * packing.tile_cols;
-    var total = full * tileBytesOf(t, tr, packing.tile_cols);
-    if (rest > 0) total += tileBytesOf(t, tr, rest);
-    return total;
-}
-
-/// Offset of member m's stripe s in a tiled run: stripe by stripe, members
-/// in order within a stripe; only a member's last stripe can be short. The
-/// sum is taken per member (O(members)), not stripe by stripe.
-fn stripeOffsetOf(r: *const Run, m: usize, s: usize) usize {
-    const l = &r.layout;
-    var pos: usize = 0;
-    for (0..l.n_members) |mi| {
-        const n = l.stripes(mi);
-        const before = @min(s, n);
-        if (before > 0) {
-            const last_rows = l.rows[mi] - (before - 1) * packing.tile_rows;
-            pos += (before - 1) * stripeBytesOf(r.types[mi], packing.tile_rows, l.cols);
-            pos += stripeBytesOf(r.types[mi], @min(packing.tile_rows, last_rows), l.cols);
-        }
-        if (mi < m and s < n) pos += stripeBytesOf(r.types[mi], @min(packing.tile_rows, l.rows[mi] - s * packing.tile_rows), l.cols);
-    }
-    return pos;
-}
-
-/// Bytes of a `tiles` run, overflow-checked (rows and cols are bounded by
-/// max_dim, so each stripe's size fits; the sum is checked).
-fn tilesBytes(r: *const Run) Error!usize {
-    var total: usize = 0;
-    for (0..r.layout.n_members) |m| {
-        const n = r.layout.stripes(m);
-        const last = r.layout.rows[m] - (n - 1) * packing.tile_rows;
-        total = try add(total, try mul(n - 1, stripeBytesOf(r.types[m], packing.tile_rows, r.layout.cols)));
-        total = try add(total, stripeBytesOf(r.types[m], last, r.layout.cols));
-    }
-    return total;
-}
-
-fn isQuant(r: *const Run) bool {
-    return r.quant;
-}
-
-/// The staging area a plan's operations name: pinned at the first one.
-const StageUse = struct {
-    handle: i32 = 0,
-    slots: usize = 0,
-
-    fn use(self: *StageUse, raw: u32) Error!void {
-        if (is_wasm) return error.InvalidArg;
-        const h: i32 = @bitCast(raw);
-        if (self.handle != 0) {
-            if (h != self.handle) return error.InvalidArg; // one staging area per plan
-            return;
-        }
-        var info: io.StageInfo = undefined;
-        io.pin(h, &info) catch return error.Handle;
-        self.handle = h;
-        self.slots = @intCast(info.n_slots);
-    }
-
-    fn release(self: *StageUse) void {
-        if (is_wasm) return;
-        if (self.handle != 0) io.unpin(self.handle);
-        self.handle = 0;
-    }
-};
-
-fn checkOp(c: Checker, w: []const u32, runs: []const Run, context: u32, vocab: *u32, stage: *StageUse) Error!void {
-    const op = std.meta.intToEnum(Op, w[0]) catch return error.InvalidArg;
-    if (w[1] > 1) return error.InvalidArg;
-    const a = w[2..];
-    switch (op) {
-        .embed => {
-            if (a[0] >= runs.len) return error.Range;
-            const r = &runs[a[0]];
-            if (r.layout.n_members != 1) return error.InvalidArg;
-            try c.buf(a[1], a[2], try mul(r.layout.cols, 4));
-            _ = try finite(a[3]);
-            if (vocab.* != 0 and vocab.* != r.total_rows) return error.InvalidArg;
-            vocab.* = @intCast(r.total_rows);
-        },
-        .rms_norm => {
-            const n = try dim(a[5]);
-            try c.buf(a[0], a[1], n * 4);
-            try c.one(a[2], n * 4);
-            try c.buf(a[3], a[4], n * 4);
-            if (try finite(a[6]) < 0) return error.InvalidArg;
-        },
-        .quantize, .quantize_k => {
-            const n = try dim(a[2]);
-            if (n % (if (op == .quantize) qk else act_q8_k.qk_k) != 0) return error.Length;
-            try c.buf(a[0], a[1], n * 4);
-            try c.buf(a[3], a[4], ActRow.bytes(n / qk));
-        },
-        .matmul => {
-            if (a[0] >= runs.len) return error.Range;
-            const r = &runs[a[0]];
-            const in_bytes = if (isQuant(r)) ActRow.bytes(packing.groupsOf(r.layout.cols)) else r.layout.cols * 4;
-            try c.buf(a[1], a[2], in_bytes);
-            try c.buf(a[3], a[4], try mul(r.total_rows, 4));
-        },
-        .add => {
-            const n = try dim(a[4]);
-            try c.buf(a[0], a[1], n * 4);
-            try c.buf(a[2], a[3], n * 4);
-        },
-        .add_vec => {
-            const n = try dim(a[3]);
-            try c.buf(a[0], a[1], n * 4);
-            try c.one(a[2], n * 4);
-        },
-        .head_norm => {
-            const heads = try dim(a[2]);
-            const hd = try dim(a[3]);
-            try c.buf(a[0], a[1], try mul(heads, hd) * 4);
-            try c.one(a[4], hd * 4);
-            if (try finite(a[5]) < 0) return error.InvalidArg;
-        },
-        .rope => {
-            const heads = try dim(a[2]);
-            const hd = try dim(a[3]);
-            const n_rot = try dim(a[4]);
-            if (n_rot % 2 != 0 or n_rot > hd or a[6] > 1) return error.InvalidArg;
-            if (context > abi.rope_max_pos) return error.InvalidArg;
-            try c.buf(a[0], a[1], try mul(heads, hd) * 4);
-            try c.one(a[5], n_rot / 2 * 4);
-        },
-        .kv_store => {
-            const kv_dim = try dim(a[3]);
-            const hd = try dim(a[5]);
-            if (kv_dim % hd != 0) return error.InvalidArg;
-            try c.buf(a[0], a[1], kv_dim * 4);
-            try c.one(a[2], try kvCacheBytes(a[4], context, kv_dim, hd));
-        },
-        .attention => {
-            const heads = try dim(a[5]);
-            const n_kv = try dim(a[6]);
-            const hd = try dim(a[7]);
-            if (heads % n_kv != 0) return error.InvalidArg;
-            _ = try finite(a[9]);
-            if (try finite(a[10]) < 0) return error.InvalidArg;
-            const kv_bytes = try kvCacheBytes(a[4], context, n_kv * hd, hd);
-            const elt: usize = if (a[4] == 1) 4 else if (a[4] == 2) 2 else 1;
-            if (a[2] % elt != 0 or a[3] % elt != 0) return error.Alignment;
-            try c.buf(a[0], a[1], heads * hd * 4);
-            try c.one(a[2], kv_bytes);
-            try c.one(a[3], kv_bytes);
-            try c.buf(a[11], a[12], heads * hd * 4);
-        },
-        .gated => {
-            if (a[0] > 1) return error.InvalidArg;
-            const n = try dim(a[5]);
-            try c.buf(a[1], a[2], n * 8);
-            try c.buf(a[3], a[4], n * 4);
-        },
-        .softcap => {
-            const n = try dim(a[2]);
-            try c.buf(a[0], a[1], n * 4);
-            if (try finite(a[3]) <= 0) return error.InvalidArg;
-        },
-        .route => {
-            const n = try dim(a[3]);
-            const n_exp = a[4];
-            const top_k = a[5];
-            if (n_exp == 0 or n_exp > max_experts or top_k == 0 or top_k > n_exp or a[6] > 1) return error.InvalidArg;
-            try c.buf(a[0], a[1], n * 4);
-            try c.one(a[2], try mul(try mul(n_exp, n), 4));
-            try c.buf(a[7], a[8], @as(usize, top_k) * 8);
-        },
-        .moe => {
-            const n_exp = a[2];
-            const top_k = a[3];
-            if (n_exp == 0 or n_exp > max_experts or top_k == 0 or top_k > n_exp or a[8] > 1) return error.InvalidArg;
-            if (try add(a[0], n_exp) > runs.len or try add(a[1], n_exp) > runs.len) return error.Range;
-            const g0 = &runs[a[0]];
-            if (g0.layout.n_members != 2 or g0.layout.rows[0] != g0.layout.rows[1]) return error.InvalidArg;
-            const hidden = g0.layout.cols;
-            const effn = g0.layout.rows[0];
-            for (0..n_exp) |e| {
-                const g = &runs[a[0] + e];
-                const d = &runs[a[1] + e];
-                if (g.kind != g0.kind or d.kind != g0.kind or g.quant != g0.quant or d.quant != g0.quant) return error.InvalidArg;
-                if (g.layout.n_members != 2 or g.layout.cols != hidden or g.layout.rows[0] != effn or g.layout.rows[1] != effn) return error.InvalidArg;
-                if (d.layout.n_members != 1 or d.layout.cols != effn or d.layout.rows[0] != hidden) return error.InvalidArg;
-            }
-            const quant = isQuant(g0);
-            try c.buf(a[4], a[5], @as(usize, top_k) * 8);
-            try c.buf(a[6], a[7], if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4);
-            if (a[10] % 64 != 0 or a[9] % 64 != 0) return error.Alignment;
-            try c.buf(a[9], a[10], MoeScratch.of(hidden, effn, quant).bytes);
-            try c.buf(a[11], a[12], hidden * 4);
-            if (a[13] % 8 != 0) return error.Alignment;
-            try c.one(a[13], 8);
-        },
-        .gate_scale => {
-            const n_y = try dim(a[2]);
-            const n_x = try dim(a[6]);
-            try c.buf(a[0], a[1], n_y * 4);
-            try c.one(a[3], n_x * 4);
-            try c.buf(a[4], a[5], n_x * 4);
-        },
-        .timestamp => {
-            if (a[0] % 8 != 0) return error.Alignment;
-            try c.one(a[0], 8);
-        },
-        .fetch => {
-            const n_exp = a[2];
-            const top_k = a[3];
-            if (n_exp == 0 or n_exp > max_experts or top_k == 0 or top_k > n_exp) return error.InvalidArg;
-            try stage.use(a[0]);
-            try c.buf(a[4], a[5], @as(usize, top_k) * 12);
-            if (a[6] % 8 != 0) return error.Alignment;
-            try c.one(a[6], @as(usize, n_exp) * 16);
-        },
-        .moe_staged => {
-            const top_k = a[3];
-            if (a[2] == 0 or a[2] > max_experts or top_k == 0 or top_k > a[2] or a[8] > 1) return error.InvalidArg;
-            try stage.use(a[0]);
-            if (try add(a[1], 2) > runs.len) return error.Range;
-            const g = &runs[a[1]];
-            const d = &runs[a[1] + 1];
-            if (g.layout.n_members != 2 or g.layout.rows[0] != g.layout.rows[1] or d.kind != g.kind or d.quant != g.quant) return error.InvalidArg;
-            if (d.layout.n_members != 1 or d.layout.cols != g.layout.rows[0] or d.layout.rows[0] != g.layout.cols) return error.InvalidArg;
-            if (isPacked(g.kind)) return error.InvalidArg;
-            const hidden = g.layout.cols;
-            const quant = isQuant(g);
-            try c.buf(a[4], a[5], @as(usize, top_k) * 12);
-            try c.buf(a[6], a[7], if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4);
-            if (a[10] % 64 != 0 or a[9] % 64 != 0) return error.Alignment;
-            try c.buf(a[9], a[10], MoeScratch.of(hidden, g.layout.rows[0], quant).bytes);
-            try c.buf(a[11], a[12], hidden * 4);
-            if (a[13] % 8 != 0) return error.Alignment;
-            try c.one(a[13], 8);
-        },
-        .lincomb => {
-            const n = try dim(a[6]);
-            try c.buf(a[0], a[1], n * 4);
-            const alpha = try finite(a[7]);
-            if (alpha != 0) try c.buf(a[2], a[3], n * 4);
-            try c.buf(a[4], a[5], n * 4);
-            _ = try finite(a[8]);
-        },
-        _ => return error.InvalidArg,
-    }
-}
+const check = @import("plan_check.zig");
+const Checker = check.Checker;
+const StageUse = check.StageUse;
+const checkRun = check.checkRun;
+const checkOp = check.checkOp;
+const f32Bytes = check.f32Bytes;
+const stripeOffsetOf = check.stripeOffsetOf;
+const isQuant = check.isQuant;
 
 /// Most experts of a MoE layer (the `.cflow` limit).
 pub const max_experts: u32 = 1024;
@@ -690,7 +275,7 @@ pub const max_experts: u32 = 1024;
 /// One row of a `moe` operation's scratch: the gathered input, gate|up,
 /// the activation, its quantization (quantized runs) and the expert's
 /// output, each 64-byte aligned.
-const MoeScratch = struct {
+pub const MoeScratch = struct {
     xg: usize,
     gu: usize,
     hb: usize,
@@ -702,7 +287,7 @@ const MoeScratch = struct {
         return (n + 63) / 64 * 64;
     }
 
-    fn of(hidden: usize, effn: usize, quant: bool) MoeScratch {
+    pub fn of(hidden: usize, effn: usize, quant: bool) MoeScratch {
         const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
         var s: MoeScratch = undefined;
         s.xg = 0;
@@ -860,11 +445,11 @@ pub const Rows = struct {
     bases: ?[]const u32 = null,
     positions: ?[]const u32 = null,
 
-    fn position(self: Rows, t: usize) u32 {
+    pub fn position(self: Rows, t: usize) u32 {
         return if (self.positions) |ps| ps[t] else self.pos + @as(u32, @intCast(t));
     }
 
-    fn base(self: Rows, t: usize) u32 {
+    pub fn base(self: Rows, t: usize) u32 {
         return if (self.bases) |bs| bs[t] else 0;
     }
 };
@@ -1015,18 +600,18 @@ test "panelChunk evens the threads' shares of a matmul" {
 }
 
 /// One operation over the rows of a batch.
-const Exec = struct {
+pub const Exec = struct {
     env: Env,
     p: *Plan,
     tokens: []const u32,
     rows: Rows,
 
-    fn f32s(self: *const Exec, off: usize, stride: usize, row: usize, n: usize) []f32 {
+    pub fn f32s(self: *const Exec, off: usize, stride: usize, row: usize, n: usize) []f32 {
         const bytes = self.p.ws + off + stride * row;
         return @as([*]f32, @ptrCast(@alignCast(bytes)))[0..n];
     }
 
-    fn bytesAt(self: *const Exec, off: usize, stride: usize, row: usize) [*]u8 {
+    pub fn bytesAt(self: *const Exec, off: usize, stride: usize, row: usize) [*]u8 {
         return self.p.ws + off + stride * row;
     }
 
@@ -1297,13 +882,13 @@ const Exec = struct {
 
 /// Q8_0 quantization of one row into an ActRow (blocks, f32 scales, sums);
 /// false when the row holds a non-finite value.
-fn quantizeRow(k: *const Table, x: []const f32, q: [*]u8) bool {
+pub fn quantizeRow(k: *const Table, x: []const f32, q: [*]u8) bool {
     return quantizeGroups(k, x, q, 0, x.len / qk);
 }
 
 /// Groups [g0, g1) of quantizeRow: each group's quants, scale and sum
 /// depend on its 32 values only.
-fn quantizeGroups(k: *const Table, x: []const f32, q: [*]u8, g0: usize, g1: usize) bool {
+pub fn quantizeGroups(k: *const Table, x: []const f32, q: [*]u8, g0: usize, g1: usize) bool {
     const ng = x.len / qk;
     assert(g0 < g1 and g1 <= ng);
     if (!k.quantize_q8_0(x[g0 * qk ..].ptr, g1 - g0, @ptrCast(q + g0 * abi.q8_0_block_bytes))) return false;
@@ -1321,14 +906,14 @@ fn quantizeGroups(k: *const Table, x: []const f32, q: [*]u8, g0: usize, g1: usiz
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (0 in the wasm build, which has no clock).
-fn monotonicNs() u64 {
+pub fn monotonicNs() u64 {
     if (is_wasm) return 0;
     const ts = std.posix.clock_gettime(std.posix.CLOCK.MONOTONIC) catch return 0;
     return @as(u64, @intCast(ts.sec)) * std.time.ns_per_s + @as(u64, @intCast(ts.nsec));
 }
 
 /// e^x as the kernels compute it (glibc's expf natively, its port in wasm).
-fn expf32(x: f32) f32 {
+pub fn expf32(x: f32) f32 {
     if (is_wasm) return @import("expf.zig").expf(x);
     return @exp(x);
 }
@@ -1390,352 +975,14 @@ const MatCtx = struct {
     }
 };
 
-/// A `gated` or `quantize` operation on one row split into slices of
-/// `slice` elements for the pool. Both are elementwise (quantize per group
-/// of 32), so every element gets the arithmetic it gets unsplit: results are
-/// the same for every thread count and as RowCtx's.
-const SliceCtx = struct {
-    ex: *const Exec,
-    w: []const u32,
-    t: usize,
-    failed: Flag = .init(false),
+// ---------------------------------------------------------------------------
+// The operations that are not matmuls (plan_rows.zig).
+// ---------------------------------------------------------------------------
 
-    /// Elements per slice: a multiple of every variant's vector width and of
-    /// the 32-value group, large enough to outweigh claiming it.
-    const slice: usize = 1024;
-    comptime {
-        assert(slice % qk == 0 and slice % 16 == 0);
-    }
-
-    fn elements(self: *const SliceCtx) usize {
-        const a = self.w[2..];
-        return switch (@as(Op, @enumFromInt(self.w[0]))) {
-            .gated => a[5],
-            .quantize, .quantize_k => a[2],
-            else => unreachable,
-        };
-    }
-
-    fn run(raw: *const anyopaque, begin: usize, end: usize) void {
-        const self: *const SliceCtx = @ptrCast(@alignCast(raw));
-        const ex = self.ex;
-        const k = ex.env.t;
-        const a = self.w[2..];
-        const n = self.elements();
-        const e0 = begin * slice;
-        const e1 = @min(n, end * slice);
-        assert(e0 < e1);
-        switch (@as(Op, @enumFromInt(self.w[0]))) {
-            .gated => {
-                const gu = ex.f32s(a[1], a[2], self.t, 2 * n);
-                const out = ex.f32s(a[3], a[4], self.t, n);
-                const len = e1 - e0;
-                if (a[0] == 0) k.silu_mul(gu[e0..].ptr, gu[n + e0 ..].ptr, out[e0..].ptr, len) else k.gelu_mul(gu[e0..].ptr, gu[n + e0 ..].ptr, out[e0..].ptr, len);
-            },
-            .quantize => {
-                if (!quantizeGroups(k, ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / qk, std.math.divCeil(usize, e1, qk) catch unreachable)) {
-                    @constCast(self).failed.store(true, .release);
-                }
-            },
-            .quantize_k => {
-                const kk = act_q8_k.qk_k;
-                if (!act_q8_k.quantizeSuperBlocks(ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / kk, std.math.divCeil(usize, e1, kk) catch unreachable)) {
-                    @constCast(self).failed.store(true, .release);
-                }
-            },
-            else => unreachable,
-        }
-    }
-};
-
-/// Per-row (and per-head) operations.
-/// Parts the query heads of each (row, KV head) attention item are cut
-/// into: 1 while there are at least as many items as threads; otherwise
-/// enough that every thread gets one (a decode step of a model with one KV
-/// head, Gemma 3's, would run on one thread), at most one head each. Each
-/// head's arithmetic does not depend on the heads beside it in a call, so
-/// the cut changes no result.
-fn attentionParts(group: usize, items: usize, threads: usize) usize {
-    assert(group >= 1 and items >= 1);
-    if (items >= threads) return 1;
-    return @min(group, std.math.divCeil(usize, threads, items) catch unreachable);
-}
-
-test "attentionParts: one part while items fill the threads, up to a head each otherwise" {
-    try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 512, 2));
-    try std.testing.expectEqual(@as(usize, 1), attentionParts(3, 3, 2));
-    try std.testing.expectEqual(@as(usize, 2), attentionParts(4, 1, 2));
-    try std.testing.expectEqual(@as(usize, 4), attentionParts(4, 1, 16));
-    try std.testing.expectEqual(@as(usize, 3), attentionParts(6, 2, 5));
-    try std.testing.expectEqual(@as(usize, 1), attentionParts(1, 1, 8));
-    try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 1, 1));
-}
-
-const RowCtx = struct {
-    ex: *const Exec,
-    w: []const u32,
-    row0: usize,
-    failed: Flag = .init(false),
-    /// Parts an attention item's query heads are cut into (`attentionParts`).
-    parts: usize = 1,
-
-    fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
-        const self: *const RowCtx = @ptrCast(@alignCast(raw));
-        for (begin..end) |i| self.row(self.row0 + i);
-    }
-
-    fn row(self: *const RowCtx, t: usize) void {
-        const ex = self.ex;
-        const k = ex.env.t;
-        const a = self.w[2..];
-        const pos: u32 = ex.rows.position(t);
-        // The row's index in the KV cache: its sequence's base plus its position.
-        const kv_at: usize = @as(usize, ex.rows.base(t)) + pos;
-        switch (@as(Op, @enumFromInt(self.w[0]))) {
-            .embed => {
-                const r = &ex.p.runs[a[0]];
-                const out = ex.f32s(a[1], a[2], t, r.layout.cols);
-                embedRow(r, ex.tokens[t], out);
-                const scale: f32 = @bitCast(a[3]);
-                if (scale != 1) {
-                    for (out) |*v| v.* *= scale;
-                }
-            },
-            .rms_norm => {
-                const n = a[5];
-                k.rms_norm(ex.f32s(a[0], a[1], t, n).ptr, ex.f32s(a[2], 0, 0, n).ptr, n, @bitCast(a[6]), ex.f32s(a[3], a[4], t, n).ptr);
-            },
-            .quantize => {
-                if (!quantizeRow(k, ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
-                    @constCast(self).failed.store(true, .release);
-                    return;
-                }
-            },
-            .quantize_k => {
-                if (!act_q8_k.quantizeRow(ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
-                    @constCast(self).failed.store(true, .release);
-                    return;
-                }
-            },
-            .add => {
-                const n = a[4];
-                const x = ex.f32s(a[0], a[1], t, n);
-                const y = ex.f32s(a[2], a[3], t, n);
-                for (x, y) |*xv, yv| xv.* += yv;
-            },
-            .add_vec => {
-                const n = a[3];
-                const x = ex.f32s(a[0], a[1], t, n);
-                const y = ex.f32s(a[2], 0, 0, n);
-                for (x, y) |*xv, yv| xv.* += yv;
-            },
-            .head_norm => {
-                const heads = a[2];
-                const hd = a[3];
-                const v = ex.f32s(a[0], a[1], t, heads * hd);
-                const w = ex.f32s(a[4], 0, 0, hd);
-                // In place: the kernel computes the scale before writing.
-                for (0..heads) |h| k.rms_norm(v[h * hd ..].ptr, w.ptr, hd, @bitCast(a[5]), v[h * hd ..].ptr);
-            },
-            .rope => {
-                const heads = a[2];
-                const hd = a[3];
-                const x = ex.f32s(a[0], a[1], t, heads * hd);
-                k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
-            },
-            .kv_store => {
-                const kv_dim = a[3];
-                const hd = a[5];
-                const ctx: usize = ex.p.context;
-                const src = ex.f32s(a[0], a[1], t, kv_dim);
-                for (0..kv_dim / hd) |h| {
-                    const at = (h * ctx + kv_at) * hd;
-                    const head = src[h * hd ..][0..hd];
-                    switch (a[4]) {
-                        1 => {
-                            const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                            @memcpy(dst[at..][0..hd], head);
-                        },
-                        2 => {
-                            const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
-                            k.f32_to_f16(head.ptr, dst + at, hd);
-                        },
-                        else => {
-                            // Whole blocks: head_dim % 32 == 0 (checkOp).
-                            const dst: [*]abi.BlockQ8_0 = @ptrCast(ex.p.ws + a[2]);
-                            if (!k.quantize_q8_0(head.ptr, hd / abi.qk, dst + at / abi.qk)) {
-                                @constCast(self).failed.store(true, .release);
-                                return;
-                            }
-                        },
-                    }
-                }
-            },
-            .gated => {
-                const n = a[5];
-                const gu = ex.f32s(a[1], a[2], t, 2 * n);
-                const out = ex.f32s(a[3], a[4], t, n);
-                if (a[0] == 0) k.silu_mul(gu.ptr, gu[n..].ptr, out.ptr, n) else k.gelu_mul(gu.ptr, gu[n..].ptr, out.ptr, n);
-            },
-            .softcap => {
-                const x = ex.f32s(a[0], a[1], t, a[2]);
-                const cap: f32 = @bitCast(a[3]);
-                for (x) |*v| v.* = cap * std.math.tanh(v.* / cap);
-            },
-            .route => {
-                const n = a[3];
-                const n_exp = a[4];
-                const top_k = a[5];
-                const x = ex.f32s(a[0], a[1], t, n);
-                const r = ex.f32s(a[2], 0, 0, n_exp * n);
-                var p: [max_experts]f32 = undefined;
-                var taken = [_]bool{false} ** max_experts;
-                var top: f32 = -std.math.inf(f32);
-                for (0..n_exp) |e| {
-                    var acc: f32 = 0;
-                    for (r[e * n ..][0..n], x) |wv, xv| acc += wv * xv;
-                    p[e] = acc;
-                    top = @max(top, acc);
-                }
-                if (!std.math.isFinite(top)) {
-                    @constCast(self).failed.store(true, .release);
-                    return;
-                }
-                var sum: f32 = 0;
-                for (p[0..n_exp]) |*v| {
-                    v.* = expf32(v.* - top);
-                    sum += v.*;
-                }
-                for (p[0..n_exp]) |*v| v.* /= sum;
-                const sel = ex.bytesAt(a[7], a[8], t);
-                var chosen: f32 = 0;
-                for (0..top_k) |j| {
-                    var best: usize = n_exp;
-                    for (0..n_exp) |e| {
-                        if (!taken[e] and (best == n_exp or p[e] > p[best])) best = e;
-                    }
-                    taken[best] = true;
-                    chosen += p[best];
-                    std.mem.writeInt(u32, sel[j * 4 ..][0..4], @intCast(best), .little);
-                    std.mem.writeInt(u32, sel[(top_k + j) * 4 ..][0..4], @bitCast(p[best]), .little);
-                }
-                if (a[6] & 1 != 0) {
-                    for (0..top_k) |j| {
-                        const at = sel[(top_k + j) * 4 ..][0..4];
-                        const w: f32 = @bitCast(std.mem.readInt(u32, at, .little));
-                        std.mem.writeInt(u32, at, @bitCast(w / chosen), .little);
-                    }
-                }
-            },
-            .gate_scale => {
-                const y = ex.f32s(a[0], a[1], t, a[2]);
-                const v = ex.f32s(a[3], 0, 0, a[6]);
-                const x = ex.f32s(a[4], a[5], t, a[6]);
-                var d: f32 = 0;
-                for (v, x) |vv, xv| d += vv * xv;
-                const g = 1 / (1 + expf32(-d));
-                for (y) |*yv| yv.* *= g;
-            },
-            .lincomb => {
-                const n = a[6];
-                const out = ex.f32s(a[0], a[1], t, n);
-                const b = ex.f32s(a[4], a[5], t, n);
-                const alpha: f32 = @bitCast(a[7]);
-                const beta: f32 = @bitCast(a[8]);
-                if (alpha == 0 and beta == 0) {
-                    @memset(out, 0);
-                } else if (alpha == 0) {
-                    for (out, b) |*o, bv| o.* = beta * bv;
-                } else {
-                    const av = ex.f32s(a[2], a[3], t, n);
-                    for (out, av, b) |*o, x, bv| o.* = alpha * x + beta * bv;
-                }
-            },
-            .matmul, .attention, .moe, .timestamp, .fetch, .moe_staged => unreachable,
-            _ => unreachable,
-        }
-    }
-
-    /// Attention items are (row, KV head, part) triples: a part of the query
-    /// heads sharing the KV head (all of them unless `parts` > 1),
-    /// attending over the positions up to the row's own.
-    fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
-        const self: *const RowCtx = @ptrCast(@alignCast(raw));
-        const ex = self.ex;
-        const a = self.w[2..];
-        const kv_type = a[4];
-        const heads = a[5];
-        const n_kv = a[6];
-        const hd = a[7];
-        const window = a[8];
-        const group = heads / n_kv;
-        const ctx: usize = ex.p.context;
-        const parts = self.parts;
-        assert(parts >= 1 and parts <= group);
-        const per_part = std.math.divCeil(usize, group, parts) catch unreachable;
-        for (begin..end) |item| {
-            const pair = item / parts;
-            const t = self.row0 + pair / n_kv;
-            const kvh = pair % n_kv;
-            const part = item % parts;
-            // This part's query heads [g_begin, g_end) of the group.
-            const g_begin = @min(group, part * per_part);
-            const g_end = @min(group, g_begin + per_part);
-            const n_pos: usize = @as(usize, ex.rows.position(t)) + 1;
-            const kv_base: usize = ex.rows.base(t);
-            const first: usize = kv_base + if (window > 0 and n_pos > window) n_pos - window else 0;
-            const q = ex.f32s(a[0], a[1], t, heads * hd);
-            const out = ex.f32s(a[11], a[12], t, heads * hd);
-            var g0: usize = g_begin;
-            while (g0 < g_end) : (g0 += attention_max_group) {
-                const n: usize = @min(attention_max_group, g_end - g0);
-                const h0 = kvh * group + g0;
-                ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, kv_base + n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
-            }
-        }
-    }
-};
-
-/// Row `token` of member 0 of a run, dequantized.
-fn embedRow(r: *const Run, token: u32, out: []f32) void {
-    const l = &r.layout;
-    if (isPacked(r.kind)) return packing.unpackRow(l, r.base[0..r.len], 0, token, out);
-    assert(r.kind == .tiles_q4_0 or r.kind == .tiles_q8_0 or r.kind == .tiles_f32 or r.kind == .tiles);
-    const t = r.types[0];
-    const s = token / packing.tile_rows;
-    const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
-    const local = token - s * packing.tile_rows;
-    var pos = stripeOffsetOf(r, 0, s);
-    var c0: usize = 0;
-    while (c0 < l.cols) : (c0 += packing.tile_cols) {
-        const tc: usize = @min(packing.tile_cols, l.cols - c0);
-        const body = r.base + pos + packing.tile_header_bytes;
-        switch (t) {
-            .q4_0, .q8_0 => {
-                const gb: usize = if (t == .q8_0) 32 else 16;
-                const ng = packing.groupsOf(tc);
-                const data = body + tr * ng * 2;
-                for (0..ng) |g| {
-                    const sp = body + (local * ng + g) * 2;
-                    const d = abi.f16ToF32(@as(u16, sp[0]) | (@as(u16, sp[1]) << 8));
-                    const wq = data + (local * ng + g) * gb;
-                    for (0..qk) |j| {
-                        const col = c0 + g * qk + j;
-                        if (col >= l.cols) break;
-                        const v: i32 = if (t == .q8_0)
-                            @as(i8, @bitCast(wq[j]))
-                        else
-                            @as(i32, if (j < 16) wq[j] & 15 else wq[j - 16] >> 4) - 8;
-                        out[col] = @as(f32, @floatFromInt(v)) * d;
-                    }
-                }
-            },
-            // ggml's dequantization of the row's blocks (or values) in this tile.
-            else => blocks.dequantizeRow(t, body + local * blocks.rowBytes(t, tc), tc, out[c0..][0..tc]),
-        }
-        pos += tileBytesOf(t, tr, tc);
-    }
-}
+const rows_mod = @import("plan_rows.zig");
+const SliceCtx = rows_mod.SliceCtx;
+const RowCtx = rows_mod.RowCtx;
+const attentionParts = rows_mod.attentionParts;
 
 // ---------------------------------------------------------------------------
 // Packing a tiled run into panels.

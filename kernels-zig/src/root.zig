@@ -1100,6 +1100,8 @@ export fn cf_stage_reset_stats(stage: i32) i32 {
 
 test {
     _ = plan;
+    _ = @import("plan_check.zig");
+    _ = @import("plan_rows.zig");
     _ = abi;
     _ = cpu;
     _ = memory;

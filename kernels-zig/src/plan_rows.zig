@@ -1,0 +1,393 @@
+//! Plans, the operations that are not matmuls: what each thread does with
+//! its rows (RowCtx: norms, RoPE, the KV cache, attention, activations,
+//! quantization, embeddings) or, for one row, its slice of the elements
+//! (SliceCtx). plan.zig's executor hands them to the worker pool.
+
+const std = @import("std");
+const abi = @import("abi.zig");
+const plan = @import("plan.zig");
+const packing = @import("packing.zig");
+const blocks = @import("blocks.zig");
+const act_q8_k = @import("act_q8_k.zig");
+const check = @import("plan_check.zig");
+
+const assert = std.debug.assert;
+const qk = abi.qk;
+const Exec = plan.Exec;
+const Op = plan.Op;
+const Run = plan.Run;
+const isPacked = plan.isPacked;
+const attention_max_group = plan.attention_max_group;
+const max_experts = plan.max_experts;
+const quantizeRow = plan.quantizeRow;
+const quantizeGroups = plan.quantizeGroups;
+const expf32 = plan.expf32;
+const stripeOffsetOf = check.stripeOffsetOf;
+const tileBytesOf = check.tileBytesOf;
+const is_wasm = @import("builtin").cpu.arch == .wasm32;
+
+/// A flag a job sets through its context's const pointer. In the wasm32
+/// build (single-threaded) atomics become plain loads and stores, which the
+/// optimizer may then drop as writes through a const pointer; volatile ones
+/// it keeps.
+pub const Flag = if (is_wasm) struct {
+    raw: bool,
+    pub fn init(v: bool) @This() {
+        return .{ .raw = v };
+    }
+    pub fn store(self: *@This(), v: bool, comptime _: std.builtin.AtomicOrder) void {
+        const p: *volatile bool = &self.raw;
+        p.* = v;
+    }
+    pub fn load(self: *const @This(), comptime _: std.builtin.AtomicOrder) bool {
+        const p: *const volatile bool = &self.raw;
+        return p.*;
+    }
+} else std.atomic.Value(bool);
+
+/// A `gated` or `quantize` operation on one row split into slices of
+/// `slice` elements for the pool. Both are elementwise (quantize per group
+/// of 32), so every element gets the arithmetic it gets unsplit: results are
+/// the same for every thread count and as RowCtx's.
+pub const SliceCtx = struct {
+    ex: *const Exec,
+    w: []const u32,
+    t: usize,
+    failed: Flag = .init(false),
+
+    /// Elements per slice: a multiple of every variant's vector width and of
+    /// the 32-value group, large enough to outweigh claiming it.
+    pub const slice: usize = 1024;
+    comptime {
+        assert(slice % qk == 0 and slice % 16 == 0);
+    }
+
+    pub fn elements(self: *const SliceCtx) usize {
+        const a = self.w[2..];
+        return switch (@as(Op, @enumFromInt(self.w[0]))) {
+            .gated => a[5],
+            .quantize, .quantize_k => a[2],
+            else => unreachable,
+        };
+    }
+
+    pub fn run(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const SliceCtx = @ptrCast(@alignCast(raw));
+        const ex = self.ex;
+        const k = ex.env.t;
+        const a = self.w[2..];
+        const n = self.elements();
+        const e0 = begin * slice;
+        const e1 = @min(n, end * slice);
+        assert(e0 < e1);
+        switch (@as(Op, @enumFromInt(self.w[0]))) {
+            .gated => {
+                const gu = ex.f32s(a[1], a[2], self.t, 2 * n);
+                const out = ex.f32s(a[3], a[4], self.t, n);
+                const len = e1 - e0;
+                if (a[0] == 0) k.silu_mul(gu[e0..].ptr, gu[n + e0 ..].ptr, out[e0..].ptr, len) else k.gelu_mul(gu[e0..].ptr, gu[n + e0 ..].ptr, out[e0..].ptr, len);
+            },
+            .quantize => {
+                if (!quantizeGroups(k, ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / qk, std.math.divCeil(usize, e1, qk) catch unreachable)) {
+                    @constCast(self).failed.store(true, .release);
+                }
+            },
+            .quantize_k => {
+                const kk = act_q8_k.qk_k;
+                if (!act_q8_k.quantizeSuperBlocks(ex.f32s(a[0], a[1], self.t, n), ex.bytesAt(a[3], a[4], self.t), e0 / kk, std.math.divCeil(usize, e1, kk) catch unreachable)) {
+                    @constCast(self).failed.store(true, .release);
+                }
+            },
+            else => unreachable,
+        }
+    }
+};
+
+/// Per-row (and per-head) operations.
+/// Parts the query heads of each (row, KV head) attention item are cut
+/// into: 1 while there are at least as many items as threads; otherwise
+/// enough that every thread gets one (a decode step of a model with one KV
+/// head, Gemma 3's, would run on one thread), at most one head each. Each
+/// head's arithmetic does not depend on the heads beside it in a call, so
+/// the cut changes no result.
+pub fn attentionParts(group: usize, items: usize, threads: usize) usize {
+    assert(group >= 1 and items >= 1);
+    if (items >= threads) return 1;
+    return @min(group, std.math.divCeil(usize, threads, items) catch unreachable);
+}
+
+test "attentionParts: one part while items fill the threads, up to a head each otherwise" {
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 512, 2));
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(3, 3, 2));
+    try std.testing.expectEqual(@as(usize, 2), attentionParts(4, 1, 2));
+    try std.testing.expectEqual(@as(usize, 4), attentionParts(4, 1, 16));
+    try std.testing.expectEqual(@as(usize, 3), attentionParts(6, 2, 5));
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(1, 1, 8));
+    try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 1, 1));
+}
+
+pub const RowCtx = struct {
+    ex: *const Exec,
+    w: []const u32,
+    row0: usize,
+    failed: Flag = .init(false),
+    /// Parts an attention item's query heads are cut into (`attentionParts`).
+    parts: usize = 1,
+
+    pub fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const RowCtx = @ptrCast(@alignCast(raw));
+        for (begin..end) |i| self.row(self.row0 + i);
+    }
+
+    pub fn row(self: *const RowCtx, t: usize) void {
+        const ex = self.ex;
+        const k = ex.env.t;
+        const a = self.w[2..];
+        const pos: u32 = ex.rows.position(t);
+        // The row's index in the KV cache: its sequence's base plus its position.
+        const kv_at: usize = @as(usize, ex.rows.base(t)) + pos;
+        switch (@as(Op, @enumFromInt(self.w[0]))) {
+            .embed => {
+                const r = &ex.p.runs[a[0]];
+                const out = ex.f32s(a[1], a[2], t, r.layout.cols);
+                embedRow(r, ex.tokens[t], out);
+                const scale: f32 = @bitCast(a[3]);
+                if (scale != 1) {
+                    for (out) |*v| v.* *= scale;
+                }
+            },
+            .rms_norm => {
+                const n = a[5];
+                k.rms_norm(ex.f32s(a[0], a[1], t, n).ptr, ex.f32s(a[2], 0, 0, n).ptr, n, @bitCast(a[6]), ex.f32s(a[3], a[4], t, n).ptr);
+            },
+            .quantize => {
+                if (!quantizeRow(k, ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
+                    @constCast(self).failed.store(true, .release);
+                    return;
+                }
+            },
+            .quantize_k => {
+                if (!act_q8_k.quantizeRow(ex.f32s(a[0], a[1], t, a[2]), ex.bytesAt(a[3], a[4], t))) {
+                    @constCast(self).failed.store(true, .release);
+                    return;
+                }
+            },
+            .add => {
+                const n = a[4];
+                const x = ex.f32s(a[0], a[1], t, n);
+                const y = ex.f32s(a[2], a[3], t, n);
+                for (x, y) |*xv, yv| xv.* += yv;
+            },
+            .add_vec => {
+                const n = a[3];
+                const x = ex.f32s(a[0], a[1], t, n);
+                const y = ex.f32s(a[2], 0, 0, n);
+                for (x, y) |*xv, yv| xv.* += yv;
+            },
+            .head_norm => {
+                const heads = a[2];
+                const hd = a[3];
+                const v = ex.f32s(a[0], a[1], t, heads * hd);
+                const w = ex.f32s(a[4], 0, 0, hd);
+                // In place: the kernel computes the scale before writing.
+                for (0..heads) |h| k.rms_norm(v[h * hd ..].ptr, w.ptr, hd, @bitCast(a[5]), v[h * hd ..].ptr);
+            },
+            .rope => {
+                const heads = a[2];
+                const hd = a[3];
+                const x = ex.f32s(a[0], a[1], t, heads * hd);
+                k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
+            },
+            .kv_store => {
+                const kv_dim = a[3];
+                const hd = a[5];
+                const ctx: usize = ex.p.context;
+                const src = ex.f32s(a[0], a[1], t, kv_dim);
+                for (0..kv_dim / hd) |h| {
+                    const at = (h * ctx + kv_at) * hd;
+                    const head = src[h * hd ..][0..hd];
+                    switch (a[4]) {
+                        1 => {
+                            const dst: [*]f32 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                            @memcpy(dst[at..][0..hd], head);
+                        },
+                        2 => {
+                            const dst: [*]f16 = @ptrCast(@alignCast(ex.p.ws + a[2]));
+                            k.f32_to_f16(head.ptr, dst + at, hd);
+                        },
+                        else => {
+                            // Whole blocks: head_dim % 32 == 0 (checkOp).
+                            const dst: [*]abi.BlockQ8_0 = @ptrCast(ex.p.ws + a[2]);
+                            if (!k.quantize_q8_0(head.ptr, hd / abi.qk, dst + at / abi.qk)) {
+                                @constCast(self).failed.store(true, .release);
+                                return;
+                            }
+                        },
+                    }
+                }
+            },
+            .gated => {
+                const n = a[5];
+                const gu = ex.f32s(a[1], a[2], t, 2 * n);
+                const out = ex.f32s(a[3], a[4], t, n);
+                if (a[0] == 0) k.silu_mul(gu.ptr, gu[n..].ptr, out.ptr, n) else k.gelu_mul(gu.ptr, gu[n..].ptr, out.ptr, n);
+            },
+            .softcap => {
+                const x = ex.f32s(a[0], a[1], t, a[2]);
+                const cap: f32 = @bitCast(a[3]);
+                for (x) |*v| v.* = cap * std.math.tanh(v.* / cap);
+            },
+            .route => {
+                const n = a[3];
+                const n_exp = a[4];
+                const top_k = a[5];
+                const x = ex.f32s(a[0], a[1], t, n);
+                const r = ex.f32s(a[2], 0, 0, n_exp * n);
+                var p: [max_experts]f32 = undefined;
+                var taken = [_]bool{false} ** max_experts;
+                var top: f32 = -std.math.inf(f32);
+                for (0..n_exp) |e| {
+                    var acc: f32 = 0;
+                    for (r[e * n ..][0..n], x) |wv, xv| acc += wv * xv;
+                    p[e] = acc;
+                    top = @max(top, acc);
+                }
+                if (!std.math.isFinite(top)) {
+                    @constCast(self).failed.store(true, .release);
+                    return;
+                }
+                var sum: f32 = 0;
+                for (p[0..n_exp]) |*v| {
+                    v.* = expf32(v.* - top);
+                    sum += v.*;
+                }
+                for (p[0..n_exp]) |*v| v.* /= sum;
+                const sel = ex.bytesAt(a[7], a[8], t);
+                var chosen: f32 = 0;
+                for (0..top_k) |j| {
+                    var best: usize = n_exp;
+                    for (0..n_exp) |e| {
+                        if (!taken[e] and (best == n_exp or p[e] > p[best])) best = e;
+                    }
+                    taken[best] = true;
+                    chosen += p[best];
+                    std.mem.writeInt(u32, sel[j * 4 ..][0..4], @intCast(best), .little);
+                    std.mem.writeInt(u32, sel[(top_k + j) * 4 ..][0..4], @bitCast(p[best]), .little);
+                }
+                if (a[6] & 1 != 0) {
+                    for (0..top_k) |j| {
+                        const at = sel[(top_k + j) * 4 ..][0..4];
+                        const w: f32 = @bitCast(std.mem.readInt(u32, at, .little));
+                        std.mem.writeInt(u32, at, @bitCast(w / chosen), .little);
+                    }
+                }
+            },
+            .gate_scale => {
+                const y = ex.f32s(a[0], a[1], t, a[2]);
+                const v = ex.f32s(a[3], 0, 0, a[6]);
+                const x = ex.f32s(a[4], a[5], t, a[6]);
+                var d: f32 = 0;
+                for (v, x) |vv, xv| d += vv * xv;
+                const g = 1 / (1 + expf32(-d));
+                for (y) |*yv| yv.* *= g;
+            },
+            .lincomb => {
+                const n = a[6];
+                const out = ex.f32s(a[0], a[1], t, n);
+                const b = ex.f32s(a[4], a[5], t, n);
+                const alpha: f32 = @bitCast(a[7]);
+                const beta: f32 = @bitCast(a[8]);
+                if (alpha == 0 and beta == 0) {
+                    @memset(out, 0);
+                } else if (alpha == 0) {
+                    for (out, b) |*o, bv| o.* = beta * bv;
+                } else {
+                    const av = ex.f32s(a[2], a[3], t, n);
+                    for (out, av, b) |*o, x, bv| o.* = alpha * x + beta * bv;
+                }
+            },
+            .matmul, .attention, .moe, .timestamp, .fetch, .moe_staged => unreachable,
+            _ => unreachable,
+        }
+    }
+
+    /// Attention items are (row, KV head, part) triples: a part of the query
+    /// heads sharing the KV head (all of them unless `parts` > 1),
+    /// attending over the positions up to the row's own.
+    pub fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
+        const self: *const RowCtx = @ptrCast(@alignCast(raw));
+        const ex = self.ex;
+        const a = self.w[2..];
+        const kv_type = a[4];
+        const heads = a[5];
+        const n_kv = a[6];
+        const hd = a[7];
+        const window = a[8];
+        const group = heads / n_kv;
+        const ctx: usize = ex.p.context;
+        const parts = self.parts;
+        assert(parts >= 1 and parts <= group);
+        const per_part = std.math.divCeil(usize, group, parts) catch unreachable;
+        for (begin..end) |item| {
+            const pair = item / parts;
+            const t = self.row0 + pair / n_kv;
+            const kvh = pair % n_kv;
+            const part = item % parts;
+            // This part's query heads [g_begin, g_end) of the group.
+            const g_begin = @min(group, part * per_part);
+            const g_end = @min(group, g_begin + per_part);
+            const n_pos: usize = @as(usize, ex.rows.position(t)) + 1;
+            const kv_base: usize = ex.rows.base(t);
+            const first: usize = kv_base + if (window > 0 and n_pos > window) n_pos - window else 0;
+            const q = ex.f32s(a[0], a[1], t, heads * hd);
+            const out = ex.f32s(a[11], a[12], t, heads * hd);
+            var g0: usize = g_begin;
+            while (g0 < g_end) : (g0 += attention_max_group) {
+                const n: usize = @min(attention_max_group, g_end - g0);
+                const h0 = kvh * group + g0;
+                ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, kv_base + n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
+            }
+        }
+    }
+};
+
+/// Row `token` of member 0 of a run, dequantized.
+pub fn embedRow(r: *const Run, token: u32, out: []f32) void {
+    const l = &r.layout;
+    if (isPacked(r.kind)) return packing.unpackRow(l, r.base[0..r.len], 0, token, out);
+    assert(r.kind == .tiles_q4_0 or r.kind == .tiles_q8_0 or r.kind == .tiles_f32 or r.kind == .tiles);
+    const t = r.types[0];
+    const s = token / packing.tile_rows;
+    const tr: usize = @min(packing.tile_rows, l.rows[0] - s * packing.tile_rows);
+    const local = token - s * packing.tile_rows;
+    var pos = stripeOffsetOf(r, 0, s);
+    var c0: usize = 0;
+    while (c0 < l.cols) : (c0 += packing.tile_cols) {
+        const tc: usize = @min(packing.tile_cols, l.cols - c0);
+        const body = r.base + pos + packing.tile_header_bytes;
+        switch (t) {
+            .q4_0, .q8_0 => {
+                const gb: usize = if (t == .q8_0) 32 else 16;
+                const ng = packing.groupsOf(tc);
+                const data = body + tr * ng * 2;
+                for (0..ng) |g| {
+                    const sp = body + (local * ng + g) * 2;
+                    const d = abi.f16ToF32(@as(u16, sp[0]) | (@as(u16, sp[1]) << 8));
+                    const wq = data + (local * ng + g) * gb;
+                    for (0..qk) |j| {
+                        const col = c0 + g * qk + j;
+                        if (col >= l.cols) break;
+                        const v: i32 = if (t == .q8_0)
+                            @as(i8, @bitCast(wq[j]))
+                        else
+                            @as(i32, if (j < 16) wq[j] & 15 else wq[j - 16] >> 4) - 8;
+                        out[col] = @as(f32, @floatFromInt(v)) * d;
+                    }
+                }
+            },
+            // ggml's dequantization of the row's blocks (or values) in this tile.
+            else => blocks.dequantizeRow(t, body + local * blocks.rowBytes(t, tc), tc, out[c0..][0..tc]),
+        }
+        pos += tileBytesOf(t, tr, tc);
+    }
+}
