@@ -103,7 +103,6 @@ pub const SliceCtx = struct {
     }
 };
 
-/// Per-row (and per-head) operations.
 /// Parts the query heads of each (row, KV head) attention item are cut
 /// into: 1 while there are at least as many items as threads; otherwise
 /// enough that every thread gets one (a decode step of a model with one KV
@@ -126,6 +125,7 @@ test "attentionParts: one part while items fill the threads, up to a head each o
     try std.testing.expectEqual(@as(usize, 1), attentionParts(4, 1, 1));
 }
 
+/// Per-row (and per-head) operations.
 pub const RowCtx = struct {
     ex: *const Exec,
     w: []const u32,
