@@ -48,8 +48,8 @@
  *   pools), then the measured run. `--reps` rounds (default 5), each over every configuration
  *   in an order shuffled by a seeded PRNG; the seed is printed (`--seed` repeats an order).
  *   Per cell: median and min-max.
- * - Bandwidth: the kernels' streaming read (`cf_stream_read`) over a `--stream-mib` buffer, as
- *   its own configuration at each thread count in the same shuffled rounds. Achieved decode
+ * - Bandwidth: the kernels' streaming read (`cf_stream_read`) over a `--stream-mib` buffer of
+ *   native memory in 2 MiB pages (as the weights are held), as its own configuration at each thread count in the same shuffled rounds. Achieved decode
  *   GB/s = weight bytes read per token (every tensor of the GGUF; the tied embedding counted
  *   once as the output projection plus one row for the lookup; an untied one as one row) x
  *   tok/s, shown as a share of that read at the same thread count.
@@ -481,6 +481,8 @@ interface Sample {
   config: Config;
   tokS?: number;
   gbps?: number;
+  /** The stream job's bytes in 2 MiB pages while it read (null: not reported). */
+  hugePageBytes?: number | null;
   hash?: string;
   ids?: number[];
   memory?: ProcMemory;
@@ -528,7 +530,7 @@ async function spawn(cmd: string, args: string[], input?: string): Promise<strin
   return stdout;
 }
 
-function denoArgs(script: string, extra: string[]): string[] {
+function denoArgs(script: string, extra: string[], ffiAnywhere = false): string[] {
   return [
     "run",
     "--no-prompt",
@@ -537,7 +539,9 @@ function denoArgs(script: string, extra: string[]): string[] {
     // small, gc() exposed.
     "--no-code-cache",
     "--v8-flags=--max-semi-space-size=1,--expose-gc",
-    `--allow-ffi=${LIB}`,
+    // The streaming read views native memory (the worker's `stream` job), which needs
+    // unscoped FFI; every other job only loads the library.
+    ffiAnywhere ? "--allow-ffi" : `--allow-ffi=${LIB}`,
     `--allow-read=${[ROOT, LIB, ...modelReads].join(",")}`,
     `--allow-env=${CFLOW_ENV}`,
     ...extra,
@@ -554,7 +558,11 @@ async function worker(
   const [cmd, args] = engine === "cflow"
     ? [
       Deno.execPath(),
-      denoArgs("bench/_cflow_worker.ts", [`--allow-write=${CONVERTED}`, "--allow-run=cat"]),
+      denoArgs(
+        "bench/_cflow_worker.ts",
+        [`--allow-write=${CONVERTED}`, "--allow-run=cat"],
+        (job as { mode?: string }).mode === "stream",
+      ),
     ]
     : ["node", ["bench/_llama_worker.mjs"]];
   const pin = haveTaskset ? ["taskset", ["-c", `0-${threads - 1}`, cmd, ...args]] as const : null;
@@ -938,6 +946,7 @@ async function main(): Promise<number> {
         config: c,
         tokS: r.tokS as number | undefined,
         gbps: r.gbps as number | undefined,
+        hugePageBytes: r.hugePageBytes as number | null | undefined,
         hash: r.hash as string | undefined,
         ids: r.ids as number[] | undefined,
         memory: r.memory as ProcMemory | undefined,
@@ -1001,8 +1010,12 @@ async function main(): Promise<number> {
       `median [min-max]`,
   );
   if (!values["gate-only"]) {
+    const huge = samples.filter((x) => x.config.kind === "stream").map((x) => x.hugePageBytes);
+    const hugeLeast = huge.some((x) => x === null || x === undefined)
+      ? "not reported"
+      : `at least ${f1(Math.min(...(huge as number[])) / MB)} MB of it`;
     say(
-      `streaming read (${f1(streamBytes / MB)} MB buffer): ` +
+      `streaming read (${f1(streamBytes / MB)} MB buffer, 2 MiB pages: ${hugeLeast}): ` +
         threads.map((t) => `${t}t ${cell(stream.get(t)!)} GB/s`).join(", "),
     );
   }
