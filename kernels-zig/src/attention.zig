@@ -1,10 +1,10 @@
 //! Attention over a KV cache: one query head (`attentionHead`, two passes
 //! over a scores buffer), and the query heads of one KV head together
 //! (`attentionGroup`, an online softmax over blocks of positions, each K and
-//! V slice loaded and converted once for a register tile of heads). The cache holds f32, f16 or Q8_0
-//! blocks; every path computes each score and each output with the same
-//! operations in the same order, so results are bit-identical between them
-//! and between variants of equal vector width.
+//! V slice loaded and converted once for a register tile of heads). The
+//! cache holds f32, f16 or Q8_0 blocks; every path computes each score and
+//! each output with the same operations in the same order, so results are
+//! bit-identical between them and between variants of equal vector width.
 
 const std = @import("std");
 const builtin = @import("builtin");
@@ -271,6 +271,8 @@ fn blockScores(
             }
         }
     }
+    // The rest one at a time. oneScore rounds q again (`qLoad`): a value
+    // already rounded to f16 rounds to itself.
     while (jb < nb) : (jb += 1) {
         const krow = (j0 + jb) * stride + head_offset;
         for (0..group) |g| s[g][jb] = oneScore(T, qs[g * hd ..][0..hd], k, krow, scale, softcap);
