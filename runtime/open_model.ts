@@ -41,7 +41,7 @@ export interface OpenedModel {
  * from out of the metadata the model keeps ({@link releaseTokenizerData}) and collects it
  * before the weights are packed: Gemma 3's 262,144 token strings had stayed in the heap through
  * the packing, its load's peak RSS 9 MB above what it held once loaded (pp512's peak, which
- * the load had set, fell from 337.6-343.8 to 336.0-337.5 MiB).
+ * the load had set, fell from 345.7-352.1 to 344.1-345.6 MB).
  */
 function tokenizerOf(file: LoadedTiledFile, path: string): Tokenizer {
   const tokenizer = buildTokenizer(file, path);
