@@ -535,7 +535,9 @@ function denoArgs(script: string, extra: string[], ffiAnywhere = false): string[
     "run",
     "--no-prompt",
     "--quiet",
-    // As ./cflow runs (see its launcher): V8's young generation kept small, gc() exposed.
+    // As ./cflow runs (see its launcher): no V8 code cache mapped, V8's young generation kept
+    // small, gc() exposed.
+    "--no-code-cache",
     "--v8-flags=--max-semi-space-size=1,--expose-gc",
     // The streaming read views native memory (the worker's `stream` job), which needs
     // unscoped FFI; every other job only loads the library.

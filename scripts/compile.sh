@@ -73,7 +73,7 @@ DENORT_BIN="$DENORT_BIN" "$DENO" compile --quiet --no-prompt \
   --allow-ffi --allow-read --allow-write --allow-net \
   --allow-env="$ENVS" --allow-sys=osRelease,cpus,systemMemoryInfo \
   --unstable-no-legacy-abort \
-  --v8-flags=--max-semi-space-size=1,--expose-gc \
+  --no-code-cache --v8-flags=--max-semi-space-size=1,--expose-gc \
   --output "$OUT.tmp.$$" cli/main.ts
 mv "$OUT.tmp.$$" "$OUT"
 echo "$OUT"
