@@ -87,36 +87,39 @@ async function main(job: CflowJob): Promise<Record<string, unknown>> {
   if (job.mode === "stream") {
     const k = openKernels({ threads: job.threads });
     // Native memory in 2 MiB pages where the kernel gives them, as the weights are held
-    // (model/weights.ts): a JS buffer's 4 KiB pages read ~20% slower at 1 thread on Zen 4
-    // (bench:read-ceiling), which made decode look faster than the read. `.bytes` is why this
-    // job alone runs with unscoped --allow-ffi.
+    // (model/weights.ts): a JS buffer (4 KiB pages) read 23.9 GB/s at 1 thread on Zen 4 where
+    // this reads 36.6 (bench:read-ceiling), which had made decode look faster than the read.
+    // `.bytes` is why this job alone runs with unscoped --allow-ffi.
     const region = allocAligned(job.bytes, 2 << 20);
-    region.advise("hugepage");
-    const buf = region.bytes;
-    // Write every page: untouched pages would all map the kernel's one zero page.
-    buf.fill(0x5a);
-    let sink = k.streamRead(buf);
-    const rates: number[] = [];
-    const start = performance.now();
-    while (performance.now() - start < job.minMs || rates.length < 3) {
-      const t0 = performance.now();
-      sink ^= k.streamRead(buf);
-      rates.push(buf.length / ((performance.now() - t0) / 1000) / 1e9);
+    try {
+      region.advise("hugepage");
+      const buf = region.bytes;
+      // Write every page: untouched pages would all map the kernel's one zero page.
+      buf.fill(0x5a);
+      let sink = k.streamRead(buf);
+      const rates: number[] = [];
+      const start = performance.now();
+      while (performance.now() - start < job.minMs || rates.length < 3) {
+        const t0 = performance.now();
+        sink ^= k.streamRead(buf);
+        rates.push(buf.length / ((performance.now() - t0) / 1000) / 1e9);
+      }
+      rates.sort((a, b) => a - b);
+      const rollup = await new Deno.Command("cat", { args: [`/proc/${Deno.pid}/smaps_rollup`] })
+        .output();
+      const huge = /^AnonHugePages:\s+(\d+) kB/m.exec(new TextDecoder().decode(rollup.stdout));
+      return {
+        gbps: rates[rates.length >> 1],
+        passes: rates.length,
+        // Bytes of the process in 2 MiB pages while the buffer was read.
+        hugePageBytes: huge === null ? null : Number(huge[1]) * 1024,
+        sink: String(sink & 1n),
+        threads: k.threads,
+        variant: k.variant,
+      };
+    } finally {
+      region.close();
     }
-    rates.sort((a, b) => a - b);
-    const rollup = await new Deno.Command("cat", { args: [`/proc/${Deno.pid}/smaps_rollup`] })
-      .output();
-    const huge = /^AnonHugePages:\s+(\d+) kB/m.exec(new TextDecoder().decode(rollup.stdout));
-    region.close();
-    return {
-      gbps: rates[rates.length >> 1],
-      passes: rates.length,
-      // Bytes of the process in 2 MiB pages while the buffer was read.
-      hugePageBytes: huge === null ? null : Number(huge[1]) * 1024,
-      sink: String(sink & 1n),
-      threads: k.threads,
-      variant: k.variant,
-    };
   }
 
   const k = openKernels({ threads: job.mode === "prepare" ? 1 : job.threads });

@@ -14,7 +14,8 @@
 //!         --threads 1,2 --mib 1024 --reps 3
 //!
 //! Each thread reads its own contiguous slice of one buffer (written once
-//! first, so every page is resident). Every loop folds every 64-byte word of
+//! first, so every page is resident), in 2 MiB pages where the kernel gives
+//! them (`--small-pages`: the 4 KiB pages of a plain allocation). Every loop folds every 64-byte word of
 //! its slice with XOR, so all loops must return the same fold: the program
 //! checks it, which shows each one read every byte.
 
