@@ -54,6 +54,7 @@ pub const max_plans: usize = 64;
 /// Query heads sharing one KV head that the attention kernel takes at once
 /// (attention.zig `attention_max_group`); larger groups go in several calls.
 pub const attention_max_group: usize = 16;
+/// The largest dimension an operation or run may name.
 pub const max_dim: u32 = 1 << 20;
 
 pub const Op = enum(u32) {
@@ -139,6 +140,7 @@ pub const Op = enum(u32) {
 /// read from one kind of ActRow: every member a K type (Q8_K rows) or none.
 pub const RunKind = enum(u32) { tiles_q4_0 = 1, tiles_q8_0 = 2, tiles_f32 = 3, packed_q4_0 = 4, packed_q8_0 = 5, tiles = 6, packed_q4_1 = 7, packed_q4_k = 8, packed_q6_k = 9, packed_q5_0 = 10, packed_mixed = 11, _ };
 
+/// Whether runs of this kind hold 16-row panels (read by the panel kernels).
 pub fn isPacked(kind: RunKind) bool {
     return switch (kind) {
         .packed_q4_0, .packed_q8_0, .packed_q4_1, .packed_q4_k, .packed_q6_k, .packed_q5_0, .packed_mixed => true,
@@ -159,6 +161,7 @@ pub fn panelQuant(t: blocks.TileType) ?packing.Quant {
     };
 }
 
+/// A run once checked: its layout, member types, pinned bytes and panel offsets.
 pub const Run = struct {
     kind: RunKind,
     /// Tile type of each member (packed runs: the type it was packed from).
@@ -178,6 +181,7 @@ pub const Run = struct {
     panel_off: [packing.max_members + 1]usize,
 };
 
+/// A checked plan: its operations, runs, workspace and state between runs.
 pub const Plan = struct {
     generation: u32 = 0,
     live: bool = false,
@@ -225,6 +229,7 @@ pub const Env = struct {
     threads: usize = 1,
 };
 
+/// What creating or running a plan can fail with (`statusOf` gives the status code).
 pub const Error = error{ InvalidArg, Length, Alignment, Overflow, Range, Handle, NoMemory, Busy, Limit, Nonfinite, Changed, Io };
 
 pub fn statusOf(e: Error) i32 {
@@ -244,14 +249,17 @@ pub fn statusOf(e: Error) i32 {
     };
 }
 
+/// a * b, or `error.Overflow`.
 pub fn mul(a: usize, b: usize) Error!usize {
     return std.math.mul(usize, a, b) catch error.Overflow;
 }
 
+/// a + b, or `error.Overflow`.
 pub fn add(a: usize, b: usize) Error!usize {
     return std.math.add(usize, a, b) catch error.Overflow;
 }
 
+/// The 64-bit value of two u32 words, low first.
 pub fn word64(lo: u32, hi: u32) usize {
     return @intCast((@as(u64, hi) << 32) | lo);
 }
@@ -287,6 +295,7 @@ pub const MoeScratch = struct {
         return (n + 63) / 64 * 64;
     }
 
+    /// The layout for an expert of `effn` hidden units over `hidden`-wide rows.
     pub fn of(hidden: usize, effn: usize, quant: bool) MoeScratch {
         const x_bytes = if (quant) ActRow.bytes(packing.groupsOf(hidden)) else hidden * 4;
         var s: MoeScratch = undefined;
@@ -445,10 +454,12 @@ pub const Rows = struct {
     bases: ?[]const u32 = null,
     positions: ?[]const u32 = null,
 
+    /// Row t's position in its sequence.
     pub fn position(self: Rows, t: usize) u32 {
         return if (self.positions) |ps| ps[t] else self.pos + @as(u32, @intCast(t));
     }
 
+    /// Row t's sequence's first index in the KV cache.
     pub fn base(self: Rows, t: usize) u32 {
         return if (self.bases) |bs| bs[t] else 0;
     }
@@ -606,11 +617,13 @@ pub const Exec = struct {
     tokens: []const u32,
     rows: Rows,
 
+    /// n f32s of a workspace buffer (byte offset, row stride) at row `row`.
     pub fn f32s(self: *const Exec, off: usize, stride: usize, row: usize, n: usize) []f32 {
         const bytes = self.p.ws + off + stride * row;
         return @as([*]f32, @ptrCast(@alignCast(bytes)))[0..n];
     }
 
+    /// The bytes of a workspace buffer (byte offset, row stride) at row `row`.
     pub fn bytesAt(self: *const Exec, off: usize, stride: usize, row: usize) [*]u8 {
         return self.p.ws + off + stride * row;
     }

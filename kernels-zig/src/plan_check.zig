@@ -45,7 +45,8 @@ pub const Checker = struct {
         if (end > self.ws_len) return error.Range;
     }
 
-    pub fn one(self: Checker, off: u32, bytes: usize) Error!void {
+    /// One row of `bytes` shared by the batch.
+    fn one(self: Checker, off: u32, bytes: usize) Error!void {
         return self.buf(off, 0, bytes);
     }
 };
@@ -247,7 +248,8 @@ pub const StageUse = struct {
     handle: i32 = 0,
     slots: usize = 0,
 
-    pub fn use(self: *StageUse, raw: u32) Error!void {
+    /// Pins the staging area `raw` names at the first use; later uses must name it too.
+    fn use(self: *StageUse, raw: u32) Error!void {
         if (is_wasm) return error.InvalidArg;
         const h: i32 = @bitCast(raw);
         if (self.handle != 0) {
@@ -260,6 +262,7 @@ pub const StageUse = struct {
         self.slots = @intCast(info.n_slots);
     }
 
+    /// Unpins the staging area, if one was pinned.
     pub fn release(self: *StageUse) void {
         if (is_wasm) return;
         if (self.handle != 0) io.unpin(self.handle);

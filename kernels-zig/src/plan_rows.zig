@@ -32,13 +32,16 @@ const is_wasm = @import("builtin").cpu.arch == .wasm32;
 /// it keeps.
 pub const Flag = if (is_wasm) struct {
     raw: bool,
+    /// A flag holding v.
     pub fn init(v: bool) @This() {
         return .{ .raw = v };
     }
+    /// Sets the flag (a volatile store; the order is moot with one thread).
     pub fn store(self: *@This(), v: bool, comptime _: std.builtin.AtomicOrder) void {
         const p: *volatile bool = &self.raw;
         p.* = v;
     }
+    /// Reads the flag (a volatile load).
     pub fn load(self: *const @This(), comptime _: std.builtin.AtomicOrder) bool {
         const p: *const volatile bool = &self.raw;
         return p.*;
@@ -62,6 +65,7 @@ pub const SliceCtx = struct {
         assert(slice % qk == 0 and slice % 16 == 0);
     }
 
+    /// Elements of the operation's row (the slices cover them).
     pub fn elements(self: *const SliceCtx) usize {
         const a = self.w[2..];
         return switch (@as(Op, @enumFromInt(self.w[0]))) {
@@ -71,6 +75,7 @@ pub const SliceCtx = struct {
         };
     }
 
+    /// The pool's job: slices [begin, end) of the row.
     pub fn run(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const SliceCtx = @ptrCast(@alignCast(raw));
         const ex = self.ex;
@@ -134,12 +139,13 @@ pub const RowCtx = struct {
     /// Parts an attention item's query heads are cut into (`attentionParts`).
     parts: usize = 1,
 
+    /// The pool's job: rows [row0 + begin, row0 + end) of the operation.
     pub fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
         for (begin..end) |i| self.row(self.row0 + i);
     }
 
-    pub fn row(self: *const RowCtx, t: usize) void {
+    fn row(self: *const RowCtx, t: usize) void {
         const ex = self.ex;
         const k = ex.env.t;
         const a = self.w[2..];
