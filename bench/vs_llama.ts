@@ -49,10 +49,11 @@
  *   in an order shuffled by a seeded PRNG; the seed is printed (`--seed` repeats an order).
  *   Per cell: median and min-max.
  * - Bandwidth: the kernels' streaming read (`cf_stream_read`) over a `--stream-mib` buffer of
- *   native memory in 2 MiB pages (as the weights are held), as its own configuration at each thread count in the same shuffled rounds. Achieved decode
- *   GB/s = weight bytes read per token (every tensor of the GGUF; the tied embedding counted
- *   once as the output projection plus one row for the lookup; an untied one as one row) x
- *   tok/s, shown as a share of that read at the same thread count.
+ *   native memory in 2 MiB pages (as the weights are held), as its own configuration at each
+ *   thread count in the same shuffled rounds. Achieved decode GB/s = weight bytes read per
+ *   token (every tensor of the GGUF; the tied embedding counted once as the output projection
+ *   plus one row for the lookup; an untied one as one row) x tok/s, shown as a share of that
+ *   read at the same thread count.
  * - Memory: each worker's peak RSS (VmHWM) and its Pss, Pss_File and Pss_Anon at exit; cflow's
  *   peak against 1.1 x (weights + KV cache) + 60 MB (MB = 10^6 bytes; issue 18's bound).
  *
