@@ -209,7 +209,7 @@ const attention_block: usize = 32;
 /// or 8 ymm), the outputs' tile `tile_heads` heads x `pv_cols` slices of
 /// head_dim; each K or V value is loaded (and converted from f16 or Q8_0)
 /// once for the tile's heads instead of once per head.
-const tile_heads: usize = if (lanes >= 16) 4 else 2;
+pub const tile_heads: usize = if (lanes >= 16) 4 else 2;
 const tile_rows: usize = 4;
 const pv_cols: usize = 4;
 /// Query values an f16 cache's kernel rounds once per call into a stack

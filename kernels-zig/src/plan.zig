@@ -646,7 +646,7 @@ pub const Exec = struct {
             },
             .attention => {
                 const n_kv = w[2 + 6];
-                ctx.parts = attentionParts(w[2 + 5] / n_kv, n_kv * rows, self.env.threads);
+                ctx.parts = attentionParts(w[2 + 5] / n_kv, n_kv * rows, self.env.threads, self.env.t.attention_tile_heads());
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows * ctx.parts, .chunk = 1 });
             },
             .gated, .quantize, .quantize_k => if (rows == 1) {
@@ -910,8 +910,8 @@ pub fn quantizeGroups(k: *const Table, x: []const f32, q: [*]u8, g0: usize, g1: 
     for (g0..g1) |g| {
         const blk = q + g * abi.q8_0_block_bytes;
         const d = abi.f16ToF32(@as(u16, blk[0]) | (@as(u16, blk[1]) << 8));
-        var sum: i32 = 0;
-        for (blk[2..][0..qk]) |b| sum += @as(i8, @bitCast(b));
+        const qv: @Vector(qk, i8) = @bitCast(blk[2..][0..qk].*);
+        const sum: i32 = @reduce(.Add, @as(@Vector(qk, i32), qv));
         std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
         std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
     }

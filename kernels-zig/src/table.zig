@@ -21,6 +21,9 @@ pub const Table = struct {
     tile_stripe: *const fn (u32, [*]const u8, usize, usize, [*]const abi.BlockQ8_0, usize, [*]const f32, usize, [*]f32) callconv(.c) void,
     attention_head: *const fn (u32, [*]const f32, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32, [*]f32) callconv(.c) void,
     attention_group: *const fn (u32, [*]const f32, usize, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32) callconv(.c) void,
+    /// Query heads `attention_group` takes through one register tile (each K and V value
+    /// converted once for them): what cutting a group into parts costs (plan_rows.zig).
+    attention_tile_heads: *const fn () callconv(.c) usize,
     f32_to_f16: *const fn ([*]const f32, [*]f16, usize) callconv(.c) void,
     packed_panels: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize, usize) callconv(.c) void,
     /// Tile types 4..11 (blocks.zig): type, stripe, rows, cols, activations, their stride, tokens, y, y stride.

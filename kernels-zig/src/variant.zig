@@ -123,6 +123,10 @@ fn blockStripe(t: u32, base: [*]const u8, tr: usize, cols: usize, act: [*]const 
     bk.blockStripe(@enumFromInt(t), base, tr, cols, act, act_stride, n_tok, y, y_stride);
 }
 
+fn attentionTileHeads() callconv(.c) usize {
+    return attn.tile_heads;
+}
+
 /// bits: 1, one-token panel kernels prefetch; 2, several tokens prefetch to
 /// L2 (kernels.zig `multi_prefetch_l2`).
 fn setPanelPrefetch(bits: u32) callconv(.c) void {
@@ -151,6 +155,7 @@ comptime {
         .packed_panels = &packedPanels,
         .f32_to_f16 = &f32ToF16,
         .attention_group = &attentionGroup,
+        .attention_tile_heads = &attentionTileHeads,
         .block_stripe = &blockStripe,
         .set_panel_prefetch = &setPanelPrefetch,
     };
