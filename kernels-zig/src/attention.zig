@@ -340,14 +340,16 @@ inline fn oneScore(comptime T: type, qg: []const f32, k: [*]const T, krow: usize
 /// sum, is rescaled to m' and the block's sum added. Returns the factor
 /// exp(m - m') that earlier sums (and outputs) take.
 inline fn softmaxStep(s: *[attention_block]f32, nb: usize, m: *f32, l: *f32) f32 {
-    // The block maximum (exact in any order for finite scores).
+    // The block maximum (exact in any order for finite scores; a NaN score
+    // makes the head's output NaN whichever maximum it yields): `vmaxps`
+    // on x86, not the NaN-aware serial chain of `@reduce(.Max)`.
     var bm: f32 = -std.math.inf(f32);
     var jm: usize = 0;
     if (lanes > 1 and nb >= 16) {
         var vm: @Vector(16, f32) = s[0..16].*;
         jm = 16;
-        while (jm + 16 <= nb) : (jm += 16) vm = @max(vm, @as(@Vector(16, f32), s[jm..][0..16].*));
-        bm = @reduce(.Max, vm);
+        while (jm + 16 <= nb) : (jm += 16) vm = kernels.maxNoNan(16, vm, s[jm..][0..16].*);
+        bm = kernels.maxLaneNoNan(16, vm);
     }
     for (s[jm..nb]) |x| bm = @max(bm, x);
     const new_m = @max(m.*, bm);

@@ -1134,7 +1134,7 @@ pub extern fn @"llvm.x86.avx512.max.ps.512"(@Vector(16, f32), @Vector(16, f32), 
 
 /// max(a, b) lane by lane for lanes that are not NaN: `vmaxps` on x86,
 /// where `@max` adds a compare and a blend for NaN that cannot occur here.
-inline fn maxNoNan(comptime N: usize, a: @Vector(N, f32), b: @Vector(N, f32)) @Vector(N, f32) {
+pub inline fn maxNoNan(comptime N: usize, a: @Vector(N, f32), b: @Vector(N, f32)) @Vector(N, f32) {
     if (isa == .scalar or isa == .neon or N % 4 != 0) return @max(a, b);
     if (N == 4) return @"llvm.x86.sse.max.ps"(a, b);
     if (N == 8) return @"llvm.x86.avx.max.ps.256"(a, b);
@@ -1150,7 +1150,7 @@ inline fn maxNoNan(comptime N: usize, a: @Vector(N, f32), b: @Vector(N, f32)) @V
 /// serial chain of max, compare and blend per lane; Q8_0 activation
 /// quantization spent most of its time there (~60 cycles a block on Zen 4).
 /// The maximum does not depend on the order it is taken in.
-inline fn maxLaneNoNan(comptime N: usize, v: @Vector(N, f32)) f32 {
+pub inline fn maxLaneNoNan(comptime N: usize, v: @Vector(N, f32)) f32 {
     if (isa == .scalar or isa == .neon or N < 4 or N % 4 != 0) return @reduce(.Max, v);
     if (N > 4) {
         const H = N / 2;
