@@ -1332,9 +1332,10 @@ pub fn argmax(x: []const f32) Argmax {
     while (i + L <= x.len) : (i += L) {
         const v: V = x[i..][0..L].*;
         bad |= @select(u32, v < @as(V, @splat(inf)), zero, one);
-        vmax = @max(vmax, v);
+        // `bad` catches NaN, so the maximum need not (`vmaxps` on x86).
+        vmax = maxNoNan(L, vmax, v);
     }
-    var m: f32 = @reduce(.Max, vmax);
+    var m: f32 = maxLaneNoNan(L, vmax);
     var any_bad = @reduce(.Or, bad) != 0;
     while (i < x.len) : (i += 1) {
         if (!(x[i] < inf)) any_bad = true;
