@@ -513,10 +513,12 @@ fn runWith(env: Env, handle: i32, tokens: []const u32, rows: Rows, first: u32, l
             releaseHeld(p);
             return Status.cancelled.code();
         }
-        ex.op(p.ops[i..][0..op_words]) catch |e| {
+        const next: ?[]const u32 = if (i + 2 * op_words <= end * op_words) p.ops[i + op_words ..][0..op_words] else null;
+        const ran = ex.op(p.ops[i..][0..op_words], next) catch |e| {
             releaseHeld(p);
             return statusOf(e);
         };
+        i += (ran - 1) * op_words;
     }
     if (end == n_ops) releaseHeld(p);
     return Status.ok.code();
@@ -628,21 +630,22 @@ pub const Exec = struct {
         return self.p.ws + off + stride * row;
     }
 
-    fn op(self: *const Exec, w: []const u32) Error!void {
+    /// Runs the operation `w`, and `next` with it when they fuse
+    /// (`SliceCtx.fusesWith`); returns how many of the two ran.
+    fn op(self: *const Exec, w: []const u32, next: ?[]const u32) Error!usize {
         const last_only = w[1] & 1 != 0;
         const n_tok = self.tokens.len;
         const row0: usize = if (last_only) n_tok - 1 else 0;
         var ctx = RowCtx{ .ex = self, .w = w, .row0 = row0 };
         const rows = n_tok - row0;
         switch (@as(Op, @enumFromInt(w[0]))) {
-            .matmul => return self.matmul(w[2..], row0, rows),
-            .moe => return self.moe(w[2..], row0, rows),
-            .fetch => return self.fetch(w[2..], row0, rows),
-            .moe_staged => return self.moeStaged(w[2..], row0, rows),
+            .matmul => try self.matmul(w[2..], row0, rows),
+            .moe => try self.moe(w[2..], row0, rows),
+            .fetch => try self.fetch(w[2..], row0, rows),
+            .moe_staged => try self.moeStaged(w[2..], row0, rows),
             .timestamp => {
                 const now: u64 = monotonicNs();
                 std.mem.writeInt(u64, (self.p.ws + w[2])[0..8], now, .little);
-                return;
             },
             .attention => {
                 const n_kv = w[2 + 6];
@@ -651,11 +654,16 @@ pub const Exec = struct {
             },
             .gated, .quantize, .quantize_k => if (rows == 1) {
                 // One row (decode): split it by elements instead, so that
-                // every thread takes part (SliceCtx).
+                // every thread takes part (SliceCtx), with the quantization
+                // of a gated output in the same job.
                 var sc = SliceCtx{ .ex = self, .w = w, .t = row0 };
+                if (next) |nw| {
+                    if (SliceCtx.fusesWith(w, nw)) sc.then = nw;
+                }
                 const n = sc.elements();
                 self.env.run(.{ .run = SliceCtx.run, .ctx = &sc, .items = std.math.divCeil(usize, n, SliceCtx.slice) catch unreachable, .chunk = 1 });
                 if (sc.failed.load(.acquire)) return error.Nonfinite;
+                if (sc.then != null) return 2;
             } else {
                 self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
             },
@@ -664,6 +672,7 @@ pub const Exec = struct {
             },
         }
         if (ctx.failed.load(.acquire)) return error.Nonfinite;
+        return 1;
     }
 
     fn matmul(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {

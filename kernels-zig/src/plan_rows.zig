@@ -49,43 +49,69 @@ pub const Flag = if (is_wasm) struct {
 } else std.atomic.Value(bool);
 
 /// A `gated` or `quantize` operation on one row split into slices of
-/// `slice` elements for the pool. Both are elementwise (quantize per group
-/// of 32), so every element gets the arithmetic it gets unsplit: results are
-/// the same for every thread count and as RowCtx's.
+/// `slice` elements for the pool, and optionally (`then`) the `quantize` or
+/// `quantize_k` of the gated output that follows it, slice by slice in the
+/// same job: one claim and one wait where there were two. Both are
+/// elementwise (quantize per group of 32 or 256, which a slice holds whole),
+/// so every element gets the arithmetic it gets unsplit: results are the
+/// same for every thread count and as RowCtx's.
 pub const SliceCtx = struct {
     ex: *const Exec,
     w: []const u32,
     t: usize,
+    /// The quantization of `w`'s output that runs in the same job, if any
+    /// (`fusesWith`).
+    then: ?[]const u32 = null,
     failed: Flag = .init(false),
 
     /// Elements per slice: a multiple of every variant's vector width and of
-    /// the 32-value group, large enough to outweigh claiming it.
+    /// the 32- and 256-value groups, large enough to outweigh claiming it.
     pub const slice: usize = 1024;
     comptime {
-        assert(slice % qk == 0 and slice % 16 == 0);
+        assert(slice % qk == 0 and slice % act_q8_k.qk_k == 0 and slice % 16 == 0);
     }
 
     /// Elements of the operation's row (the slices cover them).
     pub fn elements(self: *const SliceCtx) usize {
-        const a = self.w[2..];
-        return switch (@as(Op, @enumFromInt(self.w[0]))) {
+        return elementsOf(self.w);
+    }
+
+    fn elementsOf(w: []const u32) usize {
+        const a = w[2..];
+        return switch (@as(Op, @enumFromInt(w[0]))) {
             .gated => a[5],
             .quantize, .quantize_k => a[2],
             else => unreachable,
         };
     }
 
+    /// Whether `next` quantizes exactly what the `gated` operation `w`
+    /// writes (same buffer, stride, length and rows), so that both can run
+    /// slice by slice in one job.
+    pub fn fusesWith(w: []const u32, next: []const u32) bool {
+        if (w[0] != @intFromEnum(Op.gated)) return false;
+        if (next[0] != @intFromEnum(Op.quantize) and next[0] != @intFromEnum(Op.quantize_k)) return false;
+        const g = w[2..];
+        const q = next[2..];
+        return w[1] == next[1] and q[0] == g[3] and q[1] == g[4] and q[2] == g[5];
+    }
+
     /// The pool's job: slices [begin, end) of the row.
     pub fn run(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const SliceCtx = @ptrCast(@alignCast(raw));
+        self.slices(self.w, begin, end);
+        if (self.then) |w| self.slices(w, begin, end);
+    }
+
+    fn slices(self: *const SliceCtx, w: []const u32, begin: usize, end: usize) void {
         const ex = self.ex;
         const k = ex.env.t;
-        const a = self.w[2..];
-        const n = self.elements();
+        const a = w[2..];
+        const n = elementsOf(w);
         const e0 = begin * slice;
         const e1 = @min(n, end * slice);
         assert(e0 < e1);
-        switch (@as(Op, @enumFromInt(self.w[0]))) {
+        switch (@as(Op, @enumFromInt(w[0]))) {
             .gated => {
                 const gu = ex.f32s(a[1], a[2], self.t, 2 * n);
                 const out = ex.f32s(a[3], a[4], self.t, n);
