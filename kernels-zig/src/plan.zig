@@ -545,8 +545,44 @@ pub fn setCancel(handle: i32, value: u32) i32 {
     return Status.ok.code();
 }
 
+/// Panels per claim of a one-token packed matmul (decode: every weight
+/// streamed from memory once): two claims per thread, each one long
+/// sequential stream, at least `panelChunk`'s. Claims of 6-10 panels cost
+/// a one-token step at 2 threads 19-20% on SmolLM2-135M Q4_0, 5-10% on
+/// Gemma 3 270M, 3-7% on the Llama-3.2-1B geometry (Zen 4, `avx2` and
+/// `avx512vnni`, the two alternated every 8 steps in one process): each
+/// claim starts a stream the prefetchers must pick up again, and the output
+/// head's thousands of panels made hundreds of claims a token. Smaller
+/// claims only for the tail measured 9% slower, not faster. Two per thread,
+/// not one, so that a thread the host deschedules leaves work to take.
+fn streamChunk(panels: usize, threads: usize) usize {
+    assert(panels > 0 and threads > 0);
+    return @max(panelChunk(panels, threads), std.math.divCeil(usize, panels, 2 * threads) catch unreachable);
+}
+
+test "streamChunk: two long claims per thread, never shorter than panelChunk's" {
+    // SmolLM2-135M at 2 threads: qkv 60, o and down 36, gate/up 192, the
+    // output head 3072 panels.
+    try std.testing.expectEqual(@as(usize, 15), streamChunk(60, 2));
+    try std.testing.expectEqual(@as(usize, 9), streamChunk(36, 2));
+    try std.testing.expectEqual(@as(usize, 48), streamChunk(192, 2));
+    try std.testing.expectEqual(@as(usize, 768), streamChunk(3072, 2));
+    // One thread: the whole matrix in two claims; many threads on a small
+    // matrix: panelChunk's floor.
+    try std.testing.expectEqual(@as(usize, 30), streamChunk(60, 1));
+    try std.testing.expectEqual(@as(usize, panelChunk(36, 16)), streamChunk(36, 16));
+    for (1..300) |panels| {
+        for (1..17) |threads| {
+            const c = streamChunk(panels, threads);
+            try std.testing.expect(c >= panelChunk(panels, threads));
+            try std.testing.expect(std.math.divCeil(usize, panels, c) catch unreachable <= 2 * threads);
+        }
+    }
+}
+
 /// Panels per claim of a packed matmul over `panels` panels on `threads`
-/// threads: from 6 to 10 (about one 8-panel source stripe, sequential runs
+/// threads (several tokens: compute, not the stream, sets the pace, so
+/// short claims even the threads out): from 6 to 10 (about one 8-panel source stripe, sequential runs
 /// the prefetchers follow), the one whose busiest thread gets the fewest
 /// panels when threads claim in turn, the longer chunk on a tie. 8 panels
 /// cut SmolLM2's 36-panel `o` and `down` into 8+8+8+8+4, one thread doing
@@ -707,13 +743,14 @@ pub const Exec = struct {
             .n_tok = rows,
         };
         if (isPacked(r.kind)) {
-            // Chunks of about 8 panels (128 rows, one source stripe):
-            // measured on SmolLM2 at 2 threads, 1-panel chunks decode at
-            // ~200 tok/s, 4 at ~270, 8 at ~350 (Q4_0); longer sequential
-            // runs per claim are what the prefetchers want. `panelChunk`
-            // picks 6-10 so that the threads' shares come out even.
+            // One token: two long claims per thread (`streamChunk`); longer
+            // sequential runs per claim are what the prefetchers want
+            // (measured on SmolLM2 at 2 threads: 1-panel chunks decode at
+            // ~200 tok/s, 4 at ~270, 8 at ~350, Q4_0). Several tokens:
+            // `panelChunk`'s 6-10, so that the threads' shares come out even.
             const panels = r.panel_off[r.layout.n_members];
-            self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = panelChunk(panels, self.env.threads) });
+            const chunk = if (rows == 1) streamChunk(panels, self.env.threads) else panelChunk(panels, self.env.threads);
+            self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = chunk });
         } else {
             var stripes: usize = 0;
             for (0..r.layout.n_members) |m| stripes = @max(stripes, r.layout.stripes(m));
