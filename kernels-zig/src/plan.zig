@@ -582,11 +582,12 @@ test "streamChunk: two long claims per thread, never shorter than panelChunk's" 
 
 /// Panels per claim of a packed matmul over `panels` panels on `threads`
 /// threads (several tokens: compute, not the stream, sets the pace, so
-/// short claims even the threads out): from 6 to 10 (about one 8-panel source stripe, sequential runs
-/// the prefetchers follow), the one whose busiest thread gets the fewest
-/// panels when threads claim in turn, the longer chunk on a tie. 8 panels
-/// cut SmolLM2's 36-panel `o` and `down` into 8+8+8+8+4, one thread doing
-/// 20 panels to the other's 16; 9 gives 18 each.
+/// short claims even the threads out): from 6 to 10 (about one 8-panel
+/// source stripe, sequential runs the prefetchers follow), the one whose
+/// busiest thread gets the fewest panels when threads claim in turn, the
+/// longer chunk on a tie. 8 panels cut SmolLM2's 36-panel `o` and `down`
+/// into 8+8+8+8+4, one thread doing 20 panels to the other's 16; 9 gives
+/// 18 each.
 fn panelChunk(panels: usize, threads: usize) usize {
     if (threads <= 1 or panels == 0) return 8;
     var best: usize = 8;
@@ -694,7 +695,7 @@ pub const Exec = struct {
                 // of a gated output in the same job.
                 var sc = SliceCtx{ .ex = self, .w = w, .t = row0 };
                 if (next) |nw| {
-                    if (SliceCtx.fusesWith(w, nw)) sc.then = nw;
+                    if (SliceCtx.fusesWith(w, nw, row0)) sc.then = nw;
                 }
                 const n = sc.elements();
                 self.env.run(.{ .run = SliceCtx.run, .ctx = &sc, .items = std.math.divCeil(usize, n, SliceCtx.slice) catch unreachable, .chunk = 1 });

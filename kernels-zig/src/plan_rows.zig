@@ -13,6 +13,7 @@ const check = @import("plan_check.zig");
 
 const assert = std.debug.assert;
 const qk = abi.qk;
+const ActRow = packing.ActRow;
 const Exec = plan.Exec;
 const Op = plan.Op;
 const Run = plan.Run;
@@ -87,13 +88,22 @@ pub const SliceCtx = struct {
 
     /// Whether `next` quantizes exactly what the `gated` operation `w`
     /// writes (same buffer, stride, length and rows), so that both can run
-    /// slice by slice in one job.
-    pub fn fusesWith(w: []const u32, next: []const u32) bool {
+    /// slice by slice in one job for row t. Not when the quantized row
+    /// would overlap the gated input row: one thread's quants could then
+    /// land on what another's gate slice has yet to read.
+    pub fn fusesWith(w: []const u32, next: []const u32, t: usize) bool {
         if (w[0] != @intFromEnum(Op.gated)) return false;
         if (next[0] != @intFromEnum(Op.quantize) and next[0] != @intFromEnum(Op.quantize_k)) return false;
         const g = w[2..];
         const q = next[2..];
-        return w[1] == next[1] and q[0] == g[3] and q[1] == g[4] and q[2] == g[5];
+        if (!(w[1] == next[1] and q[0] == g[3] and q[1] == g[4] and q[2] == g[5])) return false;
+        // Offsets and sizes were checked when the plan was built: no overflow.
+        const n: usize = g[5];
+        const gu_lo = @as(usize, g[1]) + @as(usize, g[2]) * t;
+        const gu_hi = gu_lo + 2 * n * @sizeOf(f32);
+        const q_lo = @as(usize, q[3]) + @as(usize, q[4]) * t;
+        const q_hi = q_lo + ActRow.bytes(n / qk);
+        return q_hi <= gu_lo or gu_hi <= q_lo;
     }
 
     /// The pool's job: slices [begin, end) of the row.
@@ -133,6 +143,31 @@ pub const SliceCtx = struct {
         }
     }
 };
+
+test "SliceCtx.fusesWith: a gated output's own quantization, away from the gate's input" {
+    const gated = @intFromEnum(Op.gated);
+    const quantize = @intFromEnum(Op.quantize);
+    // gated: kind, gu, gu_stride, out, out_stride, n; quantize: x, x_stride, n, q, q_stride.
+    const w = [_]u32{ gated, 0, 0, 0, 16384, 16384, 8192, 1536, 0, 0, 0, 0, 0, 0, 0, 0 };
+    const q = [_]u32{ quantize, 0, 16384, 8192, 1536, 32768, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    try std.testing.expect(SliceCtx.fusesWith(&w, &q, 0));
+    // Another buffer, length, stride or row flag: no.
+    var other = q;
+    other[2] = 20000;
+    try std.testing.expect(!SliceCtx.fusesWith(&w, &other, 0));
+    other = q;
+    other[4] = 1024;
+    try std.testing.expect(!SliceCtx.fusesWith(&w, &other, 0));
+    other = q;
+    other[1] = 1;
+    try std.testing.expect(!SliceCtx.fusesWith(&w, &other, 0));
+    // Quants written over the gate's input row: no.
+    other = q;
+    other[5] = 4096;
+    try std.testing.expect(!SliceCtx.fusesWith(&w, &other, 0));
+    // Not a gated operation first: no.
+    try std.testing.expect(!SliceCtx.fusesWith(&q, &q, 0));
+}
 
 /// Parts the query heads of each (row, KV head) attention item are cut
 /// into, so that the busiest thread's share is least: the p that minimizes
