@@ -1612,8 +1612,8 @@ test "quantizeQ8_0 is byte-identical to the scalar reference" {
     try testing.expect(quantizeQ8_0(&x, &a));
     for (&b, 0..) |*o, i| try testing.expect(scalar.quantizeBlockQ8_0(x[i * 32 ..][0..32], o));
     try testing.expectEqualSlices(u8, std.mem.asBytes(&b), std.mem.asBytes(&a));
-    // The largest magnitude in each of the 32 positions in turn (the lane
-    // tree and the packs' order), of either sign, beside ties at 0.5.
+    // The largest magnitude in each of the 32 positions in turn, of either
+    // sign (the lane tree and the packs' order).
     var y: [32 * 32]f32 = undefined;
     for (&y, 0..) |*v, i| v.* = @as(f32, @floatFromInt(@as(i32, @intCast(i % 32)) - 16)) * 0.25 + 0.125;
     for (0..32) |blk| y[blk * 32 + blk] = if (blk % 2 == 0) 9.5 else -9.5;
