@@ -4,9 +4,8 @@
 //! kernel library's `streamRead`: 32-byte loads, one 128-byte stride per
 //! iteration); this checks that yardstick against 64-byte loads, several
 //! streams per thread and software prefetches at several distances and cache
-//! levels, so that "decode at N%
-//! of the read" and "the goal needs more than the machine reads" rest on the
-//! best loop found, not on one.
+//! levels, so that "decode at N% of the read" and "the goal needs more than
+//! the machine reads" rest on the best loop found, not on one.
 //!
 //! Run through `deno task bench:read-ceiling` (bench/read_ceiling.sh picks
 //! the target's ISA level), or:
