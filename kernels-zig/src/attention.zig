@@ -394,12 +394,9 @@ pub fn attentionGroup(
     assert(group >= 1 and group <= attention_max_group);
     assert(q.len % group == 0 and out.len == q.len and first < n_pos);
     const hd = q.len / group;
-    const B = attention_block;
     const L = if (lanes > 1) lanes else 1;
-    const V = @Vector(L, f32);
     var m: [attention_max_group]f32 = undefined;
     var l: [attention_max_group]f32 = undefined;
-    var s: [attention_max_group][B]f32 align(64) = undefined;
     @memset(m[0..group], -std.math.inf(f32));
     @memset(l[0..group], 0);
     @memset(out, 0);
@@ -408,19 +405,141 @@ pub fn attentionGroup(
     var q_round: [q_round_max]f32 align(64) = undefined;
     const rounded = T == f16 and L > 1 and hd % L == 0 and q.len <= q_round_max;
     if (rounded) {
+        roundQ(T, q, q_round[0..q.len]);
+        advance(T, true, q_round[0..q.len], group, hd, k, v, stride, head_offset, first, n_pos, scale, softcap, m[0..group], l[0..group], out);
+    } else {
+        advance(T, false, q, group, hd, k, v, stride, head_offset, first, n_pos, scale, softcap, m[0..group], l[0..group], out);
+    }
+    for (0..group) |g| {
+        const inv = 1.0 / l[g];
+        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
+    }
+}
+
+/// dst = what `qLoad` gives for every value of src (L lanes at a time;
+/// src.len a multiple of L).
+fn roundQ(comptime T: type, src: []const f32, dst: []f32) void {
+    const L = if (lanes > 1) lanes else 1;
+    assert(src.len == dst.len and src.len % L == 0);
+    var d: usize = 0;
+    while (d < src.len) : (d += L) dst[d..][0..L].* = qLoad(T, L, src, d);
+}
+
+/// Query rows `attentionRows` takes together for groups of `group` heads of
+/// `hd` values and register tiles of `tile` heads: as many as fit the
+/// kernel's buffers (`attention_max_group` heads, `q_round_max` values),
+/// fewer where that leaves a tile part empty (3 heads a row on 2-head tiles:
+/// 4 rows, 6 whole tiles, not 5 rows and a tile of one). 1: one row at a time.
+pub fn stackedRows(group: usize, hd: usize, tile: usize) usize {
+    assert(group >= 1 and hd >= 1 and tile >= 1);
+    if (group > attention_max_group or group * hd > q_round_max) return 1;
+    var r = @min(attention_max_group / group, q_round_max / (group * hd));
+    while (r > 1 and (r * group) % tile != 0) r -= 1;
+    // No whole tiles at any count (e.g. 3 heads on 4-head tiles): the most.
+    if (r == 1) r = @min(attention_max_group / group, q_round_max / (group * hd));
+    return r;
+}
+
+/// Attention of `rows` consecutive query rows of one sequence: row r sits at
+/// position n_pos0 - 1 + r and attends over cache rows [first, n_pos0 + r),
+/// its `group` query heads (sharing one KV head, head_dim values each) at
+/// q + r * q_stride, its output at out + r * out_stride. The whole blocks of
+/// 32 positions every row attends to are computed for all rows' heads
+/// together (each K and V slice loaded once for a register tile of heads,
+/// whichever rows they belong to), the rest row by row. Every head gets
+/// `attentionGroup`'s arithmetic, bit for bit: the same blocks from `first`
+/// on, each head's scores, softmax and output on their own. A prefill of n
+/// rows reads and converts its K/V rows about n / rows times instead of n.
+pub fn attentionRows(
+    comptime T: type,
+    q: [*]const f32,
+    q_stride: usize,
+    rows: usize,
+    group: usize,
+    hd: usize,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    first: usize,
+    n_pos0: usize,
+    scale: f32,
+    softcap: f32,
+    out: [*]f32,
+    out_stride: usize,
+) void {
+    const G = rows * group;
+    const gh = group * hd;
+    assert(rows >= 1 and group >= 1 and hd >= 1 and first < n_pos0);
+    assert(G <= attention_max_group and G * hd <= q_round_max);
+    assert(q_stride >= gh and out_stride >= gh);
+    const B = attention_block;
+    const L = if (lanes > 1) lanes else 1;
+    var qs: [q_round_max]f32 align(64) = undefined;
+    var o: [q_round_max]f32 align(64) = undefined;
+    var m: [attention_max_group]f32 = undefined;
+    var l: [attention_max_group]f32 = undefined;
+    @memset(m[0..G], -std.math.inf(f32));
+    @memset(l[0..G], 0);
+    @memset(o[0 .. G * hd], 0);
+    // The rows' heads side by side, rounded to f16 once over an f16 cache.
+    const rounded = T == f16 and L > 1 and hd % L == 0;
+    for (0..rows) |r| {
+        const src = q[r * q_stride ..][0..gh];
+        if (rounded) roundQ(T, src, qs[r * gh ..][0..gh]) else @memcpy(qs[r * gh ..][0..gh], src);
+    }
+    // Whole blocks all rows attend to (row 0 attends to the fewest).
+    const shared_end = first + (n_pos0 - first) / B * B;
+    const start = if (rows > 1) shared_end else first;
+    if (rounded) {
+        if (rows > 1) advance(T, true, qs[0 .. G * hd], G, hd, k, v, stride, head_offset, first, shared_end, scale, softcap, m[0..G], l[0..G], o[0 .. G * hd]);
+        for (0..rows) |r| advance(T, true, qs[r * gh ..][0..gh], group, hd, k, v, stride, head_offset, start, n_pos0 + r, scale, softcap, m[r * group ..][0..group], l[r * group ..][0..group], o[r * gh ..][0..gh]);
+    } else {
+        if (rows > 1) advance(T, false, qs[0 .. G * hd], G, hd, k, v, stride, head_offset, first, shared_end, scale, softcap, m[0..G], l[0..G], o[0 .. G * hd]);
+        for (0..rows) |r| advance(T, false, qs[r * gh ..][0..gh], group, hd, k, v, stride, head_offset, start, n_pos0 + r, scale, softcap, m[r * group ..][0..group], l[r * group ..][0..group], o[r * gh ..][0..gh]);
+    }
+    for (0..rows) |r| {
         for (0..group) |g| {
-            var d: usize = 0;
-            while (d < hd) : (d += L) q_round[g * hd + d ..][0..L].* = qLoad(T, L, q[g * hd ..][0..hd], d);
+            const inv = 1.0 / l[r * group + g];
+            const src = o[r * gh + g * hd ..][0..hd];
+            for (out[r * out_stride + g * hd ..][0..hd], src) |*dst, x| dst.* = x * inv;
         }
     }
-    var j0 = first;
-    while (j0 < n_pos) : (j0 += B) {
-        const nb = @min(B, n_pos - j0);
-        if (rounded) {
-            blockScores(T, true, q_round[0..q.len], group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
-        } else {
-            blockScores(T, false, q, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
-        }
+}
+
+/// The online softmax of `group` heads over the blocks of 32 positions from
+/// j_start (a block boundary counted from the attention's first position)
+/// to end: m, l and out (group x head_dim) carry each head's running
+/// maximum, sum and unnormalized output from block to block. With
+/// `rounded`, qs holds what `qLoad` gives for every value of q.
+fn advance(
+    comptime T: type,
+    comptime rounded: bool,
+    qs: []const f32,
+    group: usize,
+    hd: usize,
+    k: [*]const T,
+    v: [*]const T,
+    stride: usize,
+    head_offset: usize,
+    j_start: usize,
+    end: usize,
+    scale: f32,
+    softcap: f32,
+    m: []f32,
+    l: []f32,
+    out: []f32,
+) void {
+    assert(group >= 1 and group <= attention_max_group and qs.len == group * hd);
+    assert(m.len == group and l.len == group and out.len == group * hd);
+    const B = attention_block;
+    const L = if (lanes > 1) lanes else 1;
+    const V = @Vector(L, f32);
+    var s: [attention_max_group][B]f32 align(64) = undefined;
+    var j0 = j_start;
+    while (j0 < end) : (j0 += B) {
+        const nb = @min(B, end - j0);
+        blockScores(T, rounded, qs, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
         for (0..group) |g| {
             // Online softmax: rescale what was accumulated to the new maximum.
             const corr = softmaxStep(&s[g], nb, &m[g], &l[g]);
@@ -465,10 +584,6 @@ pub fn attentionGroup(
                 for (0..group) |g| out[g * hd + dd] += s[g][jj] * vf;
             }
         }
-    }
-    for (0..group) |g| {
-        const inv = 1.0 / l[g];
-        for (out[g * hd ..][0..hd]) |*o| o.* *= inv;
     }
 }
 
@@ -736,6 +851,86 @@ test "attention: scores L at a time and register outputs change no bit" {
                     for (got[0..n], want[0..n]) |a, b| try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
                 }
             }
+        }
+    }
+}
+
+test "attention: rows together give each row's attentionGroup, bit for bit" {
+    // Rows share the whole blocks all of them attend to; each row's last,
+    // partial blocks (and, from row 1 on, its whole ones beyond row 0's)
+    // run alone. Positions cross block boundaries at every row count.
+    var prng = std.Random.DefaultPrng.init(71);
+    const rng = prng.random();
+    const max_pos = 100;
+    inline for (.{ f32, f16, BlockQ8_0 }) |T| {
+        for ([_]usize{ 1, 3, 4 }) |group| {
+            for ([_]usize{ 40, 64 }) |hd| {
+                if (T == BlockQ8_0 and hd % qk != 0) continue;
+                const n_kv = 2;
+                const stride = n_kv * hd;
+                const values = max_pos * stride;
+                var kf: [max_pos * 2 * 64]f32 = undefined;
+                var vf: [max_pos * 2 * 64]f32 = undefined;
+                for (kf[0..values], vf[0..values]) |*a, *b| {
+                    a.* = rng.float(f32) * 2 - 1;
+                    b.* = rng.float(f32) * 2 - 1;
+                }
+                var kc: [max_pos * 2 * 64]T = undefined;
+                var vc: [max_pos * 2 * 64]T = undefined;
+                if (T == BlockQ8_0) {
+                    try testing.expect(quantizeQ8_0(kf[0..values], kc[0 .. values / qk]));
+                    try testing.expect(quantizeQ8_0(vf[0..values], vc[0 .. values / qk]));
+                } else {
+                    for (kc[0..values], vc[0..values], kf[0..values], vf[0..values]) |*a, *b, x, y| {
+                        a.* = @floatCast(x);
+                        b.* = @floatCast(y);
+                    }
+                }
+                const heads = n_kv * group;
+                // Rows of a plan's q buffer: every head of the layer, then padding.
+                const q_stride = heads * hd + 8;
+                var q: [5 * (2 * 4 * 64 + 8)]f32 = undefined;
+                for (&q) |*x| x.* = (rng.float(f32) * 2 - 1) * 3;
+                for ([_]usize{ 1, 2, 4, 5 }) |rows| {
+                    if (rows * group > attention_max_group) continue;
+                    for ([_]usize{ 1, 31, 32, 33, 64, 70, 95 }) |n_pos0| {
+                        for ([_]usize{ 0, 5 }) |first| {
+                            if (first >= n_pos0) continue;
+                            const softcap: f32 = if (group == 3) 5 else 0;
+                            const kvh: usize = 1;
+                            var got: [5 * (2 * 4 * 64 + 8)]f32 = @splat(0);
+                            attentionRows(T, q[kvh * group * hd ..].ptr, q_stride, rows, group, hd, kc[0..].ptr, vc[0..].ptr, stride, kvh * hd, first, n_pos0, 0.125, softcap, got[kvh * group * hd ..].ptr, q_stride);
+                            for (0..rows) |r| {
+                                const at = r * q_stride + kvh * group * hd;
+                                var want: [4 * 64]f32 = undefined;
+                                attentionGroup(T, q[at..][0 .. group * hd], group, kc[0..].ptr, vc[0..].ptr, stride, kvh * hd, first, n_pos0 + r, 0.125, softcap, want[0 .. group * hd]);
+                                for (got[at..][0 .. group * hd], want[0 .. group * hd]) |a, b| try std.testing.expectEqual(@as(u32, @bitCast(b)), @as(u32, @bitCast(a)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+test "stackedRows: whole tiles within the kernel's buffers" {
+    try testing.expectEqual(@as(usize, 4), stackedRows(3, 64, 2));
+    try testing.expectEqual(@as(usize, 4), stackedRows(3, 64, 4));
+    try testing.expectEqual(@as(usize, 4), stackedRows(4, 64, 4));
+    try testing.expectEqual(@as(usize, 4), stackedRows(4, 256, 4));
+    try testing.expectEqual(@as(usize, 2), stackedRows(6, 128, 2));
+    try testing.expectEqual(@as(usize, 16), stackedRows(1, 64, 4));
+    try testing.expectEqual(@as(usize, 2), stackedRows(8, 64, 4));
+    // No whole tile at any count: as many rows as fit.
+    try testing.expectEqual(@as(usize, 5), stackedRows(3, 64, 16));
+    // Too large to take two rows at once.
+    try testing.expectEqual(@as(usize, 1), stackedRows(16, 64, 4));
+    try testing.expectEqual(@as(usize, 1), stackedRows(9, 512, 4));
+    for (1..attention_max_group + 1) |g| {
+        for ([_]usize{ 32, 64, 128, 256 }) |hd| {
+            const r = stackedRows(g, hd, 2);
+            try testing.expect(r >= 1 and (r == 1 or (r * g <= attention_max_group and r * g * hd <= q_round_max)));
         }
     }
 }

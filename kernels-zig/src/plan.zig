@@ -686,8 +686,14 @@ pub const Exec = struct {
             },
             .attention => {
                 const n_kv = w[2 + 6];
-                ctx.parts = attentionParts(w[2 + 5] / n_kv, n_kv * rows, self.env.threads, self.env.t.attention_tile_heads());
-                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * rows * ctx.parts, .chunk = 1 });
+                const group = w[2 + 5] / n_kv;
+                ctx.parts = attentionParts(group, n_kv * rows, self.env.threads, self.env.t.attention_tile_heads());
+                ctx.n_rows = rows;
+                // Several rows (prefill): items of consecutive rows that read
+                // each K/V block once for all of them (`attention_rows`).
+                ctx.stack = if (ctx.parts == 1 and rows > 1) @min(rows, self.env.t.attention_stacked_rows(group, w[2 + 7])) else 1;
+                const chunks = std.math.divCeil(usize, rows, ctx.stack) catch unreachable;
+                self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * chunks * ctx.parts, .chunk = 1 });
             },
             .gated, .quantize, .quantize_k => if (rows == 1) {
                 // One row (decode): split it by elements instead, so that

@@ -244,6 +244,10 @@ pub const RowCtx = struct {
     failed: Flag = .init(false),
     /// Parts an attention item's query heads are cut into (`attentionParts`).
     parts: usize = 1,
+    /// Consecutive rows an attention item takes together (`attention_rows`);
+    /// 1 with `parts` > 1. `n_rows`: the operation's rows from row0 on.
+    stack: usize = 1,
+    n_rows: usize = 0,
 
     /// The pool's job: rows [row0 + begin, row0 + end) of the operation.
     pub fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
@@ -425,41 +429,87 @@ pub const RowCtx = struct {
 
     /// Attention items are (row, KV head, part) triples: a part of the query
     /// heads sharing the KV head (all of them unless `parts` > 1),
-    /// attending over the positions up to the row's own.
+    /// attending over the positions up to the row's own. With `stack` > 1
+    /// they are (chunk of `stack` rows, KV head) pairs instead, whose rows
+    /// run together where they are consecutive positions of one sequence
+    /// with one window start, one by one otherwise; the results are the same.
     pub fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
-        const ex = self.ex;
         const a = self.w[2..];
-        const kv_type = a[4];
-        const heads = a[5];
         const n_kv = a[6];
-        const hd = a[7];
-        const window = a[8];
-        const group = heads / n_kv;
-        const ctx: usize = ex.p.context;
+        const group = a[5] / n_kv;
         const parts = self.parts;
         assert(parts >= 1 and parts <= group);
         const per_part = std.math.divCeil(usize, group, parts) catch unreachable;
         for (begin..end) |item| {
+            if (self.stack > 1) {
+                assert(parts == 1);
+                const t0 = self.row0 + (item / n_kv) * self.stack;
+                const t_end = @min(self.row0 + self.n_rows, t0 + self.stack);
+                assert(t0 < t_end);
+                self.attendRows(t0, t_end, item % n_kv);
+                continue;
+            }
             const pair = item / parts;
-            const t = self.row0 + pair / n_kv;
-            const kvh = pair % n_kv;
             const part = item % parts;
             // This part's query heads [g_begin, g_end) of the group.
             const g_begin = @min(group, part * per_part);
-            const g_end = @min(group, g_begin + per_part);
-            const n_pos: usize = @as(usize, ex.rows.position(t)) + 1;
-            const kv_base: usize = ex.rows.base(t);
-            const first: usize = kv_base + if (window > 0 and n_pos > window) n_pos - window else 0;
-            const q = ex.f32s(a[0], a[1], t, heads * hd);
-            const out = ex.f32s(a[11], a[12], t, heads * hd);
-            var g0: usize = g_begin;
-            while (g0 < g_end) : (g0 += attention_max_group) {
-                const n: usize = @min(attention_max_group, g_end - g0);
-                const h0 = kvh * group + g0;
-                ex.env.t.attention_group(kv_type, q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ctx * hd, first, kv_base + n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
-            }
+            self.attendRow(self.row0 + pair / n_kv, pair % n_kv, g_begin, @min(group, g_begin + per_part));
         }
+    }
+
+    /// The first cache row row t attends to: its sequence's base, plus how
+    /// far a sliding window (a[8], 0 for none) has moved.
+    fn firstPosition(self: *const RowCtx, t: usize) usize {
+        const window = self.w[2 + 8];
+        const n_pos: usize = @as(usize, self.ex.rows.position(t)) + 1;
+        return @as(usize, self.ex.rows.base(t)) + if (window > 0 and n_pos > window) n_pos - window else 0;
+    }
+
+    /// Query heads [g_begin, g_end) of KV head kvh, row t.
+    fn attendRow(self: *const RowCtx, t: usize, kvh: usize, g_begin: usize, g_end: usize) void {
+        const ex = self.ex;
+        const a = self.w[2..];
+        const heads = a[5];
+        const hd = a[7];
+        const group = heads / a[6];
+        const n_pos: usize = @as(usize, ex.rows.position(t)) + 1;
+        const kv_base: usize = ex.rows.base(t);
+        const first = self.firstPosition(t);
+        const q = ex.f32s(a[0], a[1], t, heads * hd);
+        const out = ex.f32s(a[11], a[12], t, heads * hd);
+        var g0: usize = g_begin;
+        while (g0 < g_end) : (g0 += attention_max_group) {
+            const n: usize = @min(attention_max_group, g_end - g0);
+            const h0 = kvh * group + g0;
+            ex.env.t.attention_group(a[4], q[h0 * hd ..].ptr, n, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ex.p.context * hd, first, kv_base + n_pos, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr);
+        }
+    }
+
+    /// Every query head of KV head kvh for rows [t0, t_end): in one call
+    /// when the rows are consecutive positions of one sequence and share
+    /// their window's start, else row by row.
+    fn attendRows(self: *const RowCtx, t0: usize, t_end: usize, kvh: usize) void {
+        const ex = self.ex;
+        const a = self.w[2..];
+        const heads = a[5];
+        const hd = a[7];
+        const group = heads / a[6];
+        const together = for (t0 + 1..t_end) |t| {
+            if (ex.rows.base(t) != ex.rows.base(t0) or
+                @as(usize, ex.rows.position(t)) != @as(usize, ex.rows.position(t0)) + (t - t0) or
+                self.firstPosition(t) != self.firstPosition(t0)) break false;
+        } else true;
+        if (!together or t_end - t0 == 1) {
+            for (t0..t_end) |t| self.attendRow(t, kvh, 0, group);
+            return;
+        }
+        assert(a[1] % 4 == 0 and a[12] % 4 == 0);
+        const n_pos0: usize = @as(usize, ex.rows.base(t0)) + ex.rows.position(t0) + 1;
+        const q = ex.f32s(a[0], a[1], t0, heads * hd);
+        const out = ex.f32s(a[11], a[12], t0, heads * hd);
+        const h0 = kvh * group;
+        ex.env.t.attention_rows(a[4], q[h0 * hd ..].ptr, a[1] / 4, t_end - t0, group, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ex.p.context * hd, self.firstPosition(t0), n_pos0, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr, a[12] / 4);
     }
 };
 

@@ -21,9 +21,15 @@ pub const Table = struct {
     tile_stripe: *const fn (u32, [*]const u8, usize, usize, [*]const abi.BlockQ8_0, usize, [*]const f32, usize, [*]f32) callconv(.c) void,
     attention_head: *const fn (u32, [*]const f32, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32, [*]f32) callconv(.c) void,
     attention_group: *const fn (u32, [*]const f32, usize, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32) callconv(.c) void,
+    /// kv type, q, q row stride (floats), rows, group, hd, K, V, stride, head offset, first,
+    /// n_pos of row 0, scale, softcap, out, out row stride: consecutive rows of one sequence
+    /// together (attention.zig `attentionRows`).
+    attention_rows: *const fn (u32, [*]const f32, usize, usize, usize, usize, *const anyopaque, *const anyopaque, usize, usize, usize, usize, f32, f32, [*]f32, usize) callconv(.c) void,
     /// Query heads `attention_group` takes through one register tile (each K and V value
     /// converted once for them): what cutting a group into parts costs (plan_rows.zig).
     attention_tile_heads: *const fn () callconv(.c) usize,
+    /// Rows `attention_rows` takes together for a group of heads of hd values (`stackedRows`).
+    attention_stacked_rows: *const fn (usize, usize) callconv(.c) usize,
     f32_to_f16: *const fn ([*]const f32, [*]f16, usize) callconv(.c) void,
     packed_panels: *const fn (u32, [*]const u8, usize, usize, [*]const u8, usize, usize, [*]f32, usize, usize) callconv(.c) void,
     /// Tile types 4..11 (blocks.zig): type, stripe, rows, cols, activations, their stride, tokens, y, y stride.

@@ -105,6 +105,27 @@ fn attentionGroup(kv_type: u32, q: [*]const f32, group: usize, hd: usize, kc: *c
     }
 }
 
+/// kv_type as `attentionGroup`'s; `rows` query rows of `group` heads x hd
+/// values, q_stride and out_stride floats apart, row r attending over cache
+/// rows [first, n_pos0 + r).
+fn attentionRows(kv_type: u32, q: [*]const f32, q_stride: usize, rows: usize, group: usize, hd: usize, kc: *const anyopaque, vc: *const anyopaque, stride: usize, head_offset: usize, first: usize, n_pos0: usize, scale: f32, softcap: f32, out: [*]f32, out_stride: usize) callconv(.c) void {
+    assert(rows >= 1 and group >= 1 and hd >= 1 and first < n_pos0);
+    assert(rows * group <= attn.attention_max_group and q_stride >= group * hd and out_stride >= group * hd);
+    switch (kv_type) {
+        1 => attn.attentionRows(f32, q, q_stride, rows, group, hd, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos0, scale, softcap, out, out_stride),
+        2 => attn.attentionRows(f16, q, q_stride, rows, group, hd, @ptrCast(@alignCast(kc)), @ptrCast(@alignCast(vc)), stride, head_offset, first, n_pos0, scale, softcap, out, out_stride),
+        3 => {
+            assert(hd % abi.qk == 0 and stride % abi.qk == 0 and head_offset % abi.qk == 0);
+            attn.attentionRows(abi.BlockQ8_0, q, q_stride, rows, group, hd, @ptrCast(kc), @ptrCast(vc), stride, head_offset, first, n_pos0, scale, softcap, out, out_stride);
+        },
+        else => unreachable,
+    }
+}
+
+fn attentionStackedRows(group: usize, hd: usize) callconv(.c) usize {
+    return attn.stackedRows(group, hd, attn.tile_heads);
+}
+
 /// dst[i] = f16(src[i]), round to nearest even (F16C where the variant has it).
 fn f32ToF16(src: [*]const f32, dst: [*]f16, n: usize) callconv(.c) void {
     for (src[0..n], dst[0..n]) |x, *d| d.* = @floatCast(x);
@@ -155,6 +176,8 @@ comptime {
         .packed_panels = &packedPanels,
         .f32_to_f16 = &f32ToF16,
         .attention_group = &attentionGroup,
+        .attention_rows = &attentionRows,
+        .attention_stacked_rows = &attentionStackedRows,
         .attention_tile_heads = &attentionTileHeads,
         .block_stripe = &blockStripe,
         .set_panel_prefetch = &setPanelPrefetch,
