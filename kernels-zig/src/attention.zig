@@ -1,10 +1,12 @@
 //! Attention over a KV cache: one query head (`attentionHead`, two passes
-//! over a scores buffer), and the query heads of one KV head together
+//! over a scores buffer); the query heads of one KV head together
 //! (`attentionGroup`, an online softmax over blocks of positions, each K and
-//! V slice loaded and converted once for a register tile of heads). The
-//! cache holds f32, f16 or Q8_0 blocks; every path computes each score and
-//! each output with the same operations in the same order, so results are
-//! bit-identical between them and between variants of equal vector width.
+//! V slice loaded and converted once for a register tile of heads); and
+//! consecutive rows of one sequence together (`attentionRows`: a prefill's
+//! rows share the blocks they all attend to). The cache holds f32, f16 or
+//! Q8_0 blocks; every path computes each score and each output with the
+//! same operations in the same order, so results are bit-identical between
+//! them and between variants of equal vector width.
 
 const std = @import("std");
 const builtin = @import("builtin");
@@ -491,12 +493,11 @@ pub fn attentionRows(
     // Whole blocks all rows attend to (row 0 attends to the fewest).
     const shared_end = first + (n_pos0 - first) / B * B;
     const start = if (rows > 1) shared_end else first;
-    if (rounded) {
-        if (rows > 1) advance(T, true, qs[0 .. G * hd], G, hd, k, v, stride, head_offset, first, shared_end, scale, softcap, m[0..G], l[0..G], o[0 .. G * hd]);
-        for (0..rows) |r| advance(T, true, qs[r * gh ..][0..gh], group, hd, k, v, stride, head_offset, start, n_pos0 + r, scale, softcap, m[r * group ..][0..group], l[r * group ..][0..group], o[r * gh ..][0..gh]);
-    } else {
-        if (rows > 1) advance(T, false, qs[0 .. G * hd], G, hd, k, v, stride, head_offset, first, shared_end, scale, softcap, m[0..G], l[0..G], o[0 .. G * hd]);
-        for (0..rows) |r| advance(T, false, qs[r * gh ..][0..gh], group, hd, k, v, stride, head_offset, start, n_pos0 + r, scale, softcap, m[r * group ..][0..group], l[r * group ..][0..group], o[r * gh ..][0..gh]);
+    switch (rounded) {
+        inline else => |R| {
+            if (rows > 1) advance(T, R, qs[0 .. G * hd], G, hd, k, v, stride, head_offset, first, shared_end, scale, softcap, m[0..G], l[0..G], o[0 .. G * hd]);
+            for (0..rows) |r| advance(T, R, qs[r * gh ..][0..gh], group, hd, k, v, stride, head_offset, start, n_pos0 + r, scale, softcap, m[r * group ..][0..group], l[r * group ..][0..group], o[r * gh ..][0..gh]);
+        },
     }
     for (0..rows) |r| {
         for (0..group) |g| {
