@@ -463,7 +463,28 @@ pub const Rows = struct {
     pub fn base(self: Rows, t: usize) u32 {
         return if (self.bases) |bs| bs[t] else 0;
     }
+
+    /// Whether rows [t0, t0 + n) are consecutive positions of one sequence.
+    pub fn consecutive(self: Rows, t0: usize, n: usize) bool {
+        if (self.bases == null) return true;
+        for (t0 + 1..t0 + n) |t| {
+            if (self.base(t) != self.base(t0) or
+                @as(usize, self.position(t)) != @as(usize, self.position(t0)) + (t - t0)) return false;
+        }
+        return true;
+    }
 };
+
+test "Rows.consecutive: one sequence's run of positions, not a mix" {
+    const one: Rows = .{ .pos = 7 };
+    try std.testing.expect(one.consecutive(0, 5));
+    const mixed: Rows = .{ .bases = &.{ 0, 0, 0, 512 }, .positions = &.{ 3, 4, 5, 0 } };
+    try std.testing.expect(mixed.consecutive(0, 3));
+    try std.testing.expect(!mixed.consecutive(0, 4));
+    try std.testing.expect(mixed.consecutive(3, 1));
+    const gap: Rows = .{ .bases = &.{ 0, 0 }, .positions = &.{ 3, 5 } };
+    try std.testing.expect(!gap.consecutive(0, 2));
+}
 
 /// Runs operations [first, last) for rows with their own KV bases and
 /// positions ({@link Rows}). Every row's cache index must be inside the
@@ -689,9 +710,16 @@ pub const Exec = struct {
                 const group = w[2 + 5] / n_kv;
                 ctx.parts = attentionParts(group, n_kv * rows, self.env.threads, self.env.t.attention_tile_heads());
                 ctx.n_rows = rows;
-                // Several rows (prefill): items of consecutive rows that read
-                // each K/V block once for all of them (`attention_rows`).
-                ctx.stack = if (ctx.parts == 1 and rows > 1) @min(rows, self.env.t.attention_stacked_rows(group, w[2 + 7])) else 1;
+                // Consecutive rows of one sequence (prefill, a speculative
+                // check): items of several rows that read each K/V block once
+                // for all of them (`attention_rows`), while at least 4 items
+                // a thread are left to even the threads' shares (a 4-row
+                // check of a model with one KV head stays 4 items).
+                ctx.stack = 1;
+                if (ctx.parts == 1 and rows > 1 and self.rows.consecutive(row0, rows)) {
+                    const most = self.env.t.attention_stacked_rows(group, w[2 + 7]);
+                    ctx.stack = @max(1, @min(most, n_kv * rows / (4 * self.env.threads)));
+                }
                 const chunks = std.math.divCeil(usize, rows, ctx.stack) catch unreachable;
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * chunks * ctx.parts, .chunk = 1 });
             },

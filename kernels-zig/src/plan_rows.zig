@@ -495,10 +495,8 @@ pub const RowCtx = struct {
         const heads = a[5];
         const hd = a[7];
         const group = heads / a[6];
-        const together = for (t0 + 1..t_end) |t| {
-            if (ex.rows.base(t) != ex.rows.base(t0) or
-                @as(usize, ex.rows.position(t)) != @as(usize, ex.rows.position(t0)) + (t - t0) or
-                self.firstPosition(t) != self.firstPosition(t0)) break false;
+        const together = ex.rows.consecutive(t0, t_end - t0) and for (t0 + 1..t_end) |t| {
+            if (self.firstPosition(t) != self.firstPosition(t0)) break false;
         } else true;
         if (!together or t_end - t0 == 1) {
             for (t0..t_end) |t| self.attendRow(t, kvh, 0, group);
