@@ -428,7 +428,15 @@ async function loadState(
             if (n > best) [best, donor] = [n, i];
           });
           if (donor < 0 || best - own < BORROW_MIN_TOKENS) return;
-          await engine!.copyPrefix(donor, seq.index, best);
+          try {
+            await engine!.copyPrefix(donor, seq.index, best);
+          } catch (error) {
+            // Another copy in the same gap went into the donor first and left it holding
+            // fewer positions (a RangeError, checked before anything is written): this
+            // slot's own rows and record are untouched, so it runs from its own prefix.
+            if (error instanceof RangeError) return;
+            throw error;
+          }
           // The copy waits for its turn between steps; meanwhile the donor may have
           // started another request and overwritten rows of that prefix. Keep the copy
           // only if the donor still holds the prefix; otherwise this slot's own rows

@@ -237,3 +237,32 @@ Deno.test("BatchEngine.copyPrefix: a sequence that starts from another's prefix 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("BatchEngine.copyPrefix: a copy whose donor an earlier copy of the same gap shrank is refused and writes nothing", async () => {
+  // The server's slots borrow prefixes from each other (server/mod.ts): slot 2 asks for 20
+  // positions of sequence 0, and before its copy's turn sequence 0 itself borrows 10 from
+  // sequence 1. Both copies run in one gap, in order; the second must refuse (a RangeError,
+  // which the server takes as "the donor moved on") before writing anything.
+  const dir = await Deno.makeTempDir({ dir: `${ROOT}cache`, prefix: "batch-engine-" });
+  try {
+    const path = await convertFixture("hf_logits/qwen2", dir);
+    using model = Transformer.load(path, { contextLength: 32, sequences: 3 });
+    const engine = new BatchEngine(model);
+    const [a, b] = engine.sequences;
+    await Promise.all([
+      a.prefillAsync(Array.from({ length: 20 }, (_, i) => 1 + i), 0),
+      b.prefillAsync(Array.from({ length: 10 }, (_, i) => 40 + i), 0),
+    ]);
+    const shrink = engine.copyPrefix(1, 0, 10);
+    const late = engine.copyPrefix(0, 2, 20);
+    await shrink;
+    await assert.rejects(
+      () => late,
+      (e: unknown) => e instanceof RangeError && /holds 10/.test(String(e)),
+    );
+    // Sequence 2 holds nothing still: the refused copy wrote no position.
+    await assert.rejects(() => engine.copyPrefix(2, 1, 1), /sequence 2 holds 0/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
