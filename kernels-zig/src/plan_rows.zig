@@ -430,9 +430,10 @@ pub const RowCtx = struct {
     /// Attention items are (row, KV head, part) triples: a part of the query
     /// heads sharing the KV head (all of them unless `parts` > 1),
     /// attending over the positions up to the row's own. With `stack` > 1
+    /// (set only for consecutive positions of one sequence, `Rows.consecutive`)
     /// they are (chunk of `stack` rows, KV head) pairs instead, whose rows
-    /// run together where they are consecutive positions of one sequence
-    /// with one window start, one by one otherwise; the results are the same.
+    /// run together where they share their window's start, one by one
+    /// otherwise; the results are the same.
     pub fn attention(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
         const a = self.w[2..];
@@ -458,7 +459,7 @@ pub const RowCtx = struct {
         }
     }
 
-    /// The first cache row row t attends to: its sequence's base, plus how
+    /// The first cache row that row t attends to: its sequence's base, plus how
     /// far a sliding window (a[8], 0 for none) has moved.
     fn firstPosition(self: *const RowCtx, t: usize) usize {
         const window = self.w[2 + 8];
@@ -486,19 +487,18 @@ pub const RowCtx = struct {
         }
     }
 
-    /// Every query head of KV head kvh for rows [t0, t_end): in one call
-    /// when the rows are consecutive positions of one sequence and share
-    /// their window's start, else row by row.
+    /// Every query head of KV head kvh for rows [t0, t_end), consecutive
+    /// positions of one sequence (the plan stacks no others): in one call
+    /// when they share their window's start, else row by row.
     fn attendRows(self: *const RowCtx, t0: usize, t_end: usize, kvh: usize) void {
         const ex = self.ex;
         const a = self.w[2..];
         const heads = a[5];
         const hd = a[7];
         const group = heads / a[6];
-        const together = ex.rows.consecutive(t0, t_end - t0) and for (t0 + 1..t_end) |t| {
-            if (self.firstPosition(t) != self.firstPosition(t0)) break false;
-        } else true;
-        if (!together or t_end - t0 == 1) {
+        const first = self.firstPosition(t0);
+        // The last row's window moved furthest: the rows share a start when it did not move.
+        if (t_end - t0 == 1 or self.firstPosition(t_end - 1) != first) {
             for (t0..t_end) |t| self.attendRow(t, kvh, 0, group);
             return;
         }
@@ -507,7 +507,7 @@ pub const RowCtx = struct {
         const q = ex.f32s(a[0], a[1], t0, heads * hd);
         const out = ex.f32s(a[11], a[12], t0, heads * hd);
         const h0 = kvh * group;
-        ex.env.t.attention_rows(a[4], q[h0 * hd ..].ptr, a[1] / 4, t_end - t0, group, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ex.p.context * hd, self.firstPosition(t0), n_pos0, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr, a[12] / 4);
+        ex.env.t.attention_rows(a[4], q[h0 * hd ..].ptr, a[1] / 4, t_end - t0, group, hd, ex.p.ws + a[2], ex.p.ws + a[3], hd, kvh * ex.p.context * hd, first, n_pos0, @bitCast(a[9]), @bitCast(a[10]), out[h0 * hd ..].ptr, a[12] / 4);
     }
 };
 
