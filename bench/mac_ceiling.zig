@@ -8,7 +8,7 @@
 //! primitive issues" rests on this.
 //!
 //! Each sequence is what one 4-column chunk of a panel costs one token in
-//! kernels-zig/src/kernels.zig (`PanelDot.step`), weights already prepared
+//! kernels-zig/src/panels.zig (`PanelDot.step`), weights already prepared
 //! (the kernels prepare a chunk once for every token of a block):
 //!
 //! - `vnni512`: `vpdpbusd` on zmm, 16 rows x 4 columns = 64 products.

@@ -1,7 +1,7 @@
 //! Packed K-quant panels (packing.zig, "K records"): Q4_K and Q6_K matrices
 //! repacked into 16-row panels of 256-column super-blocks, computed against
 //! the plan's ActRows with the variant's panel primitive, the same one the
-//! Q4_0/Q8_0 panels use (kernels.zig `PanelPrim`).
+//! Q4_0/Q8_0 panels use (panels.zig `PanelPrim`).
 //!
 //! The input is Q8_K ActRows (act_q8_k.zig, the plan's `quantize_k`): one
 //! activation scale dx per super-block, in each of its groups' slots, as
@@ -39,10 +39,11 @@ const std = @import("std");
 const abi = @import("abi.zig");
 const packing = @import("packing.zig");
 const k = @import("kernels.zig");
+const pn = @import("panels.zig");
 
 const assert = std.debug.assert;
 const ActRow = packing.ActRow;
-const PanelPrim = k.PanelPrim;
+const PanelPrim = pn.PanelPrim;
 const V16i16 = @Vector(16, i16);
 
 const readU32 = k.readU32;
@@ -183,7 +184,7 @@ inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
 /// (7-10 KB) brought Q4_K to 11.3-11.8 GB/s and Q6_K to 10.9-11.3 (2 ahead:
 /// Q4_K only; 6 and 10: less).
 const prefetch_records: usize = 3;
-/// The same for several tokens prefetching to L2 (`kernels.multi_prefetch_l2`).
+/// The same for several tokens prefetching to L2 (`panels.multi_prefetch_l2`).
 const prefetch_records_l2: usize = 2;
 
 /// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:
@@ -226,7 +227,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
     // dot products taking turns (a 512 MB matrix, 1 thread, Ice Lake: 8
     // tokens Q4_K 82 -> 66-68 ms, Q6_K 91 -> 63-66; the load alone 44-47).
     const spread = NT > 1;
-    const to_l2 = spread and stream and k.multi_prefetch_l2.load(.monotonic);
+    const to_l2 = spread and stream and pn.multi_prefetch_l2.load(.monotonic);
     inline for (0..HO) |ho| {
         var acc: [NT][HI]VF = @splat(@splat(@splat(0)));
         for (0..n_sb) |sb| {
@@ -234,7 +235,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
             const g0 = sb * 8;
             // One record, `prefetch_records` ahead, while it lies in this
             // call's panels (the next panel's first records too).
-            if (stream and ho == 0 and !spread) k.prefetchRecord(rec, prefetch_records, r, end);
+            if (stream and ho == 0 and !spread) pn.prefetchRecord(rec, prefetch_records, r, end);
             // One sub-block (Q4_K) or sixteen-column piece (Q6_K) at a time:
             // its integer dots for every token, then times its scale into
             // the super-block's integer total, so that the registers hold
@@ -244,7 +245,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     var t_sc: [NT][HI]D.VI = @splat(@splat(@splat(0)));
                     inline for (0..8) |sj| {
                         const l = sj / 2;
-                        if (spread and stream and ho == 0) k.prefetchSeveral(to_l2, rec, prefetch_records, prefetch_records_l2, 8, sj, r, end);
+                        if (spread and stream and ho == 0) pn.prefetchSeveral(to_l2, rec, prefetch_records, prefetch_records_l2, 8, sj, r, end);
                         pieceBarrier();
                         var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                         inline for (0..8) |c| {
@@ -313,7 +314,7 @@ pub inline fn kPanelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, co
                     inline for (0..2) |n| {
                         inline for (0..4) |quad| {
                             inline for (0..2) |half| {
-                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) k.prefetchSeveral(to_l2, rec, prefetch_records, prefetch_records_l2, 4, n * 2 + quad / 2, r, end);
+                                if (spread and stream and ho == 0 and half == 0 and quad % 2 == 0) pn.prefetchSeveral(to_l2, rec, prefetch_records, prefetch_records_l2, 4, n * 2 + quad / 2, r, end);
                                 pieceBarrier();
                                 var isum: [NT][HI]D.Acc = @splat(@splat(D.zero()));
                                 var wsum: [HI]D.VI = @splat(@splat(0));
@@ -437,14 +438,14 @@ pub fn kPanelScalar(comptime q: packing.Quant, panel: [*]const u8, n_sb: usize, 
     }
 }
 
-/// The K panel kernels of `n_sb` super-blocks, for kernels.zig's panelTokens.
+/// The K panel kernels of `n_sb` super-blocks, for panels.zig's panelTokens.
 fn KPanels(comptime q: packing.Quant) type {
     return struct {
         n_sb: usize,
         end: [*]const u8,
-        pub const block: usize = if (k.panel_prim) |prim| kBlock(prim) else 1;
+        pub const block: usize = if (pn.panel_prim) |prim| kBlock(prim) else 1;
         pub inline fn simd(self: @This(), comptime NT: usize, stream: bool, panel: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {
-            kPanelSimd(k.panel_prim.?, q, NT, panel, self.n_sb, stream, self.end, x, x_stride, out);
+            kPanelSimd(pn.panel_prim.?, q, NT, panel, self.n_sb, stream, self.end, x, x_stride, out);
         }
         pub inline fn scalar(self: @This(), panel: [*]const u8, x: [*]const u8, out: *[16]f32) void {
             kPanelScalar(q, panel, self.n_sb, x, out);
@@ -452,7 +453,7 @@ fn KPanels(comptime q: packing.Quant) type {
     };
 }
 
-/// packedPanels for the K records (kernels.zig dispatches here): panels
+/// packedPanels for the K records (panels.zig dispatches here): panels
 /// [0, n_panels) of `ng / 8` super-blocks against tokens [0, n_tok).
 pub fn kPanels(comptime q: packing.Quant, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) void {
     @setEvalBranchQuota(200000);
@@ -460,7 +461,7 @@ pub fn kPanels(comptime q: packing.Quant, w: [*]const u8, n_panels: usize, ng: u
     const n_sb = ng / 8;
     const K = KPanels(q);
     const pb = n_sb * packing.recordBytes(q);
-    k.panelTokens(K, K{ .n_sb = n_sb, .end = w + n_panels * pb }, w, pb, n_panels, x, x_stride, n_tok, y, y_stride, rows);
+    pn.panelTokens(K, K{ .n_sb = n_sb, .end = w + n_panels * pb }, w, pb, n_panels, x, x_stride, n_tok, y, y_stride, rows);
 }
 
 // ---------------------------------------------------------------------------
@@ -530,11 +531,11 @@ test "K panels: every variant equals the one-value-at-a-time reference bit for b
         randomActRows(rng, ng, 9, &x);
         // With and without the in-kernel prefetch (panel_prefetch), several
         // tokens prefetching to L1 and to L2 (multi_prefetch_l2): the same bits.
-        defer k.panel_prefetch.store(true, .monotonic);
-        defer k.multi_prefetch_l2.store(false, .monotonic);
+        defer pn.panel_prefetch.store(true, .monotonic);
+        defer pn.multi_prefetch_l2.store(false, .monotonic);
         for (0..2 * 9) |case| {
-            k.panel_prefetch.store(case < 9, .monotonic);
-            k.multi_prefetch_l2.store(case >= 9, .monotonic);
+            pn.panel_prefetch.store(case < 9, .monotonic);
+            pn.multi_prefetch_l2.store(case >= 9, .monotonic);
             const n_tok = case % 9 + 1;
             var y: [9 * 48]f32 = [_]f32{-1} ** (9 * 48);
             kPanels(q, &w, n_panels, ng, &x, stride, n_tok, &y, 48, rows);

@@ -237,7 +237,7 @@ fn applyPanelPrefetch() bool {
 }
 
 /// int32_t cf_set_panel_prefetch(uint32_t mode): whether one-token panel
-/// kernels prefetch ahead of the panels they stream (kernels.zig
+/// kernels prefetch ahead of the panels they stream (panels.zig
 /// `panel_prefetch`; several tokens always do, to L2 on AMD and to L1
 /// elsewhere: `multi_prefetch_l2`): 0 as the CPU suggests (off on AMD, on elsewhere), 1 on, 2 off. Returns 1
 /// or 0, the state now in force, or a status. Kept across cf_init; no kernel

@@ -7,6 +7,7 @@
 const std = @import("std");
 const abi = @import("abi.zig");
 const k = @import("kernels.zig");
+const panels = @import("panels.zig");
 const attn = @import("attention.zig");
 const bk = @import("block_kernels.zig");
 const blocks = @import("blocks.zig");
@@ -135,7 +136,7 @@ fn f32ToF16(src: [*]const f32, dst: [*]f16, n: usize) callconv(.c) void {
 /// 5 = Q6_K panels (packing.zig; ng is then a multiple of 8), 6 = Q5_0.
 fn packedPanels(q: u32, w: [*]const u8, n_panels: usize, ng: usize, x: [*]const u8, x_stride: usize, n_tok: usize, y: [*]f32, y_stride: usize, rows: usize) callconv(.c) void {
     assert(q >= 1 and q <= 6);
-    k.packedPanels(@enumFromInt(q), w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows);
+    panels.packedPanels(@enumFromInt(q), w, n_panels, ng, x, x_stride, n_tok, y, y_stride, rows);
 }
 
 /// t: a tile type of blocks.zig from 4 (Q4_1) to 11 (BF16).
@@ -149,11 +150,11 @@ fn attentionTileHeads() callconv(.c) usize {
 }
 
 /// bits: 1, one-token panel kernels prefetch; 2, several tokens prefetch to
-/// L2 (kernels.zig `multi_prefetch_l2`).
+/// L2 (panels.zig `multi_prefetch_l2`).
 fn setPanelPrefetch(bits: u32) callconv(.c) void {
     assert(bits <= 3);
-    k.panel_prefetch.store(bits & 1 != 0, .monotonic);
-    k.multi_prefetch_l2.store(bits & 2 != 0, .monotonic);
+    panels.panel_prefetch.store(bits & 1 != 0, .monotonic);
+    panels.multi_prefetch_l2.store(bits & 2 != 0, .monotonic);
 }
 
 comptime {
@@ -193,5 +194,6 @@ test {
     _ = bk;
     _ = blocks;
     _ = @import("k_panels.zig");
+    _ = panels;
     _ = attn;
 }
