@@ -16,9 +16,11 @@
 //! in bytes (0 for a single row shared by the batch). Row t of a batch is
 //! the token at position pos + t.
 //!
-//! Here: the encoding, creation and the executor (matmuls, MoE, packing);
+//! Here: the encoding, creation and the executor (matmuls, MoE);
 //! `plan_check.zig` checks operations and runs at creation; `plan_rows.zig`
-//! runs the operations that are not matmuls, row by row.
+//! runs the operations that are not matmuls, row by row; `plan_matmul.zig`
+//! cuts a matmul among the threads; `plan_pack.zig` packs tiled runs into
+//! panels.
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -566,110 +568,6 @@ pub fn setCancel(handle: i32, value: u32) i32 {
     return Status.ok.code();
 }
 
-/// Panels per claim of a one-token packed matmul (decode: every weight
-/// streamed from memory once): two claims per thread, each one long
-/// sequential stream, at least `panelChunk`'s. Claims of 6-10 panels cost
-/// a one-token step at 2 threads 19-20% on SmolLM2-135M Q4_0, 5-10% on
-/// Gemma 3 270M, 3-7% on the Llama-3.2-1B geometry (Zen 4, `avx2` and
-/// `avx512vnni`, the two alternated every 8 steps in one process): each
-/// claim starts a stream the prefetchers must pick up again, and the output
-/// head's thousands of panels made hundreds of claims a token. Smaller
-/// claims only for the tail measured 9% slower, not faster. Two per thread,
-/// not one, so that a thread the host deschedules leaves work to take.
-fn streamChunk(panels: usize, threads: usize) usize {
-    assert(panels > 0 and threads > 0);
-    return @max(panelChunk(panels, threads), std.math.divCeil(usize, panels, 2 * threads) catch unreachable);
-}
-
-test "streamChunk: two long claims per thread, never shorter than panelChunk's" {
-    // SmolLM2-135M at 2 threads: qkv 60, o and down 36, gate/up 192, the
-    // output head 3072 panels.
-    try std.testing.expectEqual(@as(usize, 15), streamChunk(60, 2));
-    try std.testing.expectEqual(@as(usize, 9), streamChunk(36, 2));
-    try std.testing.expectEqual(@as(usize, 48), streamChunk(192, 2));
-    try std.testing.expectEqual(@as(usize, 768), streamChunk(3072, 2));
-    // One thread: the whole matrix in two claims; many threads on a small
-    // matrix: panelChunk's floor.
-    try std.testing.expectEqual(@as(usize, 30), streamChunk(60, 1));
-    try std.testing.expectEqual(@as(usize, panelChunk(36, 16)), streamChunk(36, 16));
-    for (1..300) |panels| {
-        for (1..17) |threads| {
-            const c = streamChunk(panels, threads);
-            try std.testing.expect(c >= panelChunk(panels, threads));
-            try std.testing.expect(std.math.divCeil(usize, panels, c) catch unreachable <= 2 * threads);
-        }
-    }
-}
-
-/// Panels per claim of a packed matmul over `panels` panels on `threads`
-/// threads (several tokens: compute, not the stream, sets the pace, so
-/// short claims even the threads out): from 6 to 10 (about one 8-panel
-/// source stripe, sequential runs the prefetchers follow), the one whose
-/// busiest thread gets the fewest panels when threads claim in turn, the
-/// longer chunk on a tie. 8 panels cut SmolLM2's 36-panel `o` and `down`
-/// into 8+8+8+8+4, one thread doing 20 panels to the other's 16; 9 gives
-/// 18 each.
-fn panelChunk(panels: usize, threads: usize) usize {
-    if (threads <= 1 or panels == 0) return 8;
-    var best: usize = 8;
-    var best_load = busiestShare(panels, 8, threads);
-    var c: usize = 6;
-    while (c <= 10) : (c += 1) {
-        const load = busiestShare(panels, c, threads);
-        if (load < best_load or (load == best_load and c > best)) {
-            best = c;
-            best_load = load;
-        }
-    }
-    return best;
-}
-
-/// Panels the busiest of `threads` threads computes when chunk i of
-/// ceil(panels / chunk) goes to thread i % threads (the last chunk holding
-/// what is left).
-fn busiestShare(panels: usize, chunk: usize, threads: usize) usize {
-    assert(panels > 0 and chunk > 0 and threads > 0);
-    const n = std.math.divCeil(usize, panels, chunk) catch unreachable;
-    if (threads == 1) return panels;
-    const q = n / threads;
-    const r = n % threads;
-    const last = panels - (n - 1) * chunk;
-    // The last chunk goes to thread (n - 1) % threads: with r == 0 that
-    // thread still has q chunks like every other, and others have them full.
-    if (r == 0) return q * chunk;
-    if (r == 1) return q * chunk + last; // thread 0 alone holds one more, the last
-    return (q + 1) * chunk; // threads 0..r-1 hold q + 1 chunks, thread 0 all full
-}
-
-test "panelChunk evens the threads' shares of a matmul" {
-    // SmolLM2's o/down (36 panels), qkv (60), gate/up (192); Gemma 3 270M's
-    // 40; Qwen2.5-0.5B's 56.
-    try std.testing.expectEqual(@as(usize, 9), panelChunk(36, 2));
-    try std.testing.expectEqual(@as(usize, 18), busiestShare(36, 9, 2));
-    try std.testing.expectEqual(@as(usize, 20), busiestShare(36, 8, 2));
-    try std.testing.expectEqual(@as(usize, 30), busiestShare(60, panelChunk(60, 2), 2));
-    try std.testing.expectEqual(@as(usize, 8), panelChunk(192, 2));
-    try std.testing.expectEqual(@as(usize, 20), busiestShare(40, panelChunk(40, 2), 2));
-    try std.testing.expectEqual(@as(usize, 28), busiestShare(56, panelChunk(56, 2), 2));
-    try std.testing.expectEqual(@as(usize, 8), panelChunk(36, 1));
-    // busiestShare against the round-robin it describes, for every case here.
-    for (1..200) |panels| {
-        for (1..9) |threads| {
-            const c = panelChunk(panels, threads);
-            try std.testing.expect(c >= 6 and c <= 10);
-            var load = [_]usize{0} ** 8;
-            var p: usize = 0;
-            var i: usize = 0;
-            while (p < panels) : (i += 1) {
-                const take = @min(c, panels - p);
-                load[i % threads] += take;
-                p += take;
-            }
-            try std.testing.expectEqual(std.mem.max(usize, load[0..threads]), busiestShare(panels, c, threads));
-        }
-    }
-}
-
 /// One operation over the rows of a batch.
 pub const Exec = struct {
     env: Env,
@@ -768,7 +666,7 @@ pub const Exec = struct {
 
     /// y = W in for `rows` rows of `in` (ActRows or f32), on the pool.
     fn matmulRows(self: *const Exec, r: *const Run, in: [*]const u8, in_stride: usize, y: [*]f32, y_stride: usize, rows: usize) void {
-        var ctx = MatCtx{
+        var ctx = mm.MatCtx{
             .ex = self,
             .r = r,
             .in = in,
@@ -784,12 +682,12 @@ pub const Exec = struct {
             // ~200 tok/s, 4 at ~270, 8 at ~350, Q4_0). Several tokens:
             // `panelChunk`'s 6-10, so that the threads' shares come out even.
             const panels = r.panel_off[r.layout.n_members];
-            const chunk = if (rows == 1) streamChunk(panels, self.env.threads) else panelChunk(panels, self.env.threads);
-            self.env.run(.{ .run = MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = chunk });
+            const chunk = if (rows == 1) mm.streamChunk(panels, self.env.threads) else mm.panelChunk(panels, self.env.threads);
+            self.env.run(.{ .run = mm.MatCtx.packedRun, .ctx = &ctx, .items = panels, .chunk = chunk });
         } else {
             var stripes: usize = 0;
             for (0..r.layout.n_members) |m| stripes = @max(stripes, r.layout.stripes(m));
-            self.env.run(.{ .run = MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
+            self.env.run(.{ .run = mm.MatCtx.tilesRun, .ctx = &ctx, .items = stripes, .chunk = 1 });
         }
     }
 
@@ -1012,63 +910,6 @@ pub fn expf32(x: f32) f32 {
     return @exp(x);
 }
 
-const MatCtx = struct {
-    ex: *const Exec,
-    r: *const Run,
-    in: [*]const u8,
-    in_stride: usize,
-    y: [*]f32,
-    y_stride: usize,
-    n_tok: usize,
-
-    fn packedRun(raw: *const anyopaque, begin: usize, end: usize) void {
-        const self: *const MatCtx = @ptrCast(@alignCast(raw));
-        const r = self.r;
-        const ng = packing.groupsOf(r.layout.cols);
-        var p = begin;
-        while (p < end) {
-            // The member holding panel p, and how many of [p, end) it holds.
-            var m: usize = 0;
-            while (r.panel_off[m + 1] <= p) m += 1;
-            const stop = @min(end, r.panel_off[m + 1]);
-            const local = p - r.panel_off[m];
-            const rows = @min(r.layout.rows[m] - local * 16, (stop - p) * 16);
-            const panels = r.base + r.layout.packedOffset(m) + local * r.layout.panelBytes(m);
-            self.ex.env.t.packed_panels(@intFromEnum(r.layout.qs[m]), panels, stop - p, ng, self.in, self.in_stride, self.n_tok, self.y + r.row_off[m] + local * 16, self.y_stride, rows);
-            p = stop;
-        }
-    }
-
-    fn tilesRun(raw: *const anyopaque, begin: usize, end: usize) void {
-        const self: *const MatCtx = @ptrCast(@alignCast(raw));
-        const r = self.r;
-        const l = &r.layout;
-        const ng = packing.groupsOf(l.cols);
-        for (begin..end) |s| {
-            for (0..l.n_members) |m| {
-                if (s >= l.stripes(m)) continue;
-                const off = stripeOffsetOf(r, m, s);
-                const r0 = s * packing.tile_rows;
-                const tr: usize = @min(packing.tile_rows, l.rows[m] - r0);
-                const t = r.types[m];
-                switch (t) {
-                    .q4_0, .q8_0, .f32 => for (0..self.n_tok) |tok| {
-                        const xin = self.in + tok * self.in_stride;
-                        const y = self.y + tok * self.y_stride + r.row_off[m] + r0;
-                        if (t == .f32) {
-                            self.ex.env.t.tile_stripe(3, r.base + off, tr, l.cols, @ptrFromInt(@alignOf(abi.BlockQ8_0)), 0, @ptrCast(@alignCast(xin)), l.cols, y);
-                        } else {
-                            self.ex.env.t.tile_stripe(@intFromEnum(t), r.base + off, tr, l.cols, @ptrCast(xin), ng, @ptrFromInt(@alignOf(f32)), 0, y);
-                        }
-                    },
-                    // The other types decode each weight once for all the tokens.
-                    else => self.ex.env.t.block_stripe(@intFromEnum(t), r.base + off, tr, l.cols, self.in, self.in_stride, self.n_tok, self.y + r.row_off[m] + r0, self.y_stride),
-                }
-            }
-        }
-    }
-};
-
 // ---------------------------------------------------------------------------
 // The operations that are not matmuls (plan_rows.zig).
 // ---------------------------------------------------------------------------
@@ -1079,102 +920,16 @@ const RowCtx = rows_mod.RowCtx;
 const attentionParts = rows_mod.attentionParts;
 
 // ---------------------------------------------------------------------------
-// Packing a tiled run into panels.
+// Packing a tiled run into panels (plan_pack.zig).
 // ---------------------------------------------------------------------------
 
-const PackCtx = struct {
-    layout: *const packing.Run,
-    src: []const u8,
-    dst: []u8,
-    panel_off: [packing.max_members + 1]usize,
-    /// When set, the source handle and offset whose pages to drop as each
-    /// chunk (one 128-row stripe of a one-matrix run) is packed.
-    evict_handle: i32,
-    src_offset: usize,
+pub const pack = @import("plan_pack.zig").pack;
 
-    const chunk_panels = packing.tile_rows / packing.panel_rows;
-    /// How far before a packed stripe its eviction reaches (see `run`): more
-    /// than a fault-around window and a 2 MiB folio.
-    const evict_back: usize = 4 << 20;
+// ---------------------------------------------------------------------------
+// How a matmul is cut among the threads (plan_matmul.zig).
+// ---------------------------------------------------------------------------
 
-    fn run(raw: *const anyopaque, begin: usize, end: usize) void {
-        const self: *const PackCtx = @ptrCast(@alignCast(raw));
-        const l = self.layout;
-        // One stripe at a time, its source pages dropped as soon as it is
-        // packed: a call may cover the whole run (one thread, or the pool
-        // busy), which had held a whole second copy of the largest matrix
-        // (the 1.5B's 191 MB embedding: +177 MiB peak RSS at 1 thread).
-        if (self.evict_handle != 0) {
-            // Chunks are whole stripes of one matrix: a contiguous source range.
-            assert(begin % chunk_panels == 0 and self.layout.n_members == 1);
-        }
-        var b = begin;
-        while (b < end) {
-            const e = @min(end, (b / chunk_panels + 1) * chunk_panels);
-            for (b..e) |p| {
-                var m: usize = 0;
-                while (self.panel_off[m + 1] <= p) m += 1;
-                const local = p - self.panel_off[m];
-                const pb = l.panelBytes(m);
-                packing.packPanel(l, self.src, m, local, self.dst[l.packedOffset(m) + local * pb ..][0..pb]);
-            }
-            if (self.evict_handle != 0) {
-                const s = b / chunk_panels;
-                const to = if (s + 1 >= self.layout.stripes(0)) self.src.len else self.layout.stripeOffset(0, s + 1);
-                // Back to evict_back before the stripe: the first fault in a
-                // stripe maps its fault-around window (and large folios)
-                // around the address, pages of stripes already packed and
-                // dropped among them. Dropping the stripe alone left those
-                // mapped until the run's end: 11 MB of SmolLM2's 30 MB
-                // embedding (its peak RSS) at one thread.
-                const from = self.layout.stripeOffset(0, s) -| evict_back;
-                _ = memory.advise(self.evict_handle, self.src_offset + from, to - from, @intFromEnum(memory.Advice.dontneed));
-            }
-            b = e;
-        }
-    }
-};
-
-/// Packs the tiled run described by `run_words` (kind tiles_q4_0/q8_0, or
-/// tiles whose members each have a panel type, `Run.packable`) into
-/// [dst_offset, dst_offset + packed length) of allocation `dst_handle`. With
-/// `evict`, the source pages are dropped (MADV_DONTNEED) as they are packed,
-/// stripe by stripe for a one-matrix run and at the end for a fused one, so
-/// that packing never holds a whole second copy of a large matrix.
-pub fn pack(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize, evict: bool) i32 {
-    return packInner(env, run_in, dst_handle, dst_offset, dst_len, evict) catch |e| statusOf(e);
-}
-
-fn packInner(env: Env, run_in: []const u32, dst_handle: i32, dst_offset: usize, dst_len: usize, evict: bool) Error!i32 {
-    var r: Run = undefined;
-    try checkRun(run_in, &r);
-    defer memory.unpin(r.handle);
-    if (memory.checkFile(r.handle) == Status.changed.code()) return error.Changed;
-    if (!r.packable) return error.InvalidArg;
-    if (dst_len != r.layout.packedBytes()) return error.Length;
-    if (!memory.isAlloc(dst_handle)) return error.Handle;
-    var view: memory.View = undefined;
-    var err: i32 = 0;
-    if (!memory.pin(dst_handle, &view, &err)) return error.Handle;
-    defer memory.unpin(dst_handle);
-    if (try add(dst_offset, dst_len) > view.len) return error.Range;
-    const dst = @as([*]u8, @ptrFromInt(view.ptr))[dst_offset..][0..dst_len];
-    const src_offset = word64(run_in[2], run_in[3]);
-    const stripewise = evict and r.layout.n_members == 1;
-    var ctx = PackCtx{
-        .layout = &r.layout,
-        .src = r.base[0..r.len],
-        .dst = dst,
-        .panel_off = r.panel_off,
-        .evict_handle = if (stripewise) r.handle else 0,
-        .src_offset = src_offset,
-    };
-    env.run(.{ .run = PackCtx.run, .ctx = &ctx, .items = r.panel_off[r.layout.n_members], .chunk = PackCtx.chunk_panels });
-    // Once more over the whole run: fault-around may have mapped pages of a
-    // stripe back in while a neighbouring one was read.
-    if (evict) _ = memory.advise(r.handle, src_offset, r.len, @intFromEnum(memory.Advice.dontneed));
-    return Status.ok.code();
-}
+const mm = @import("plan_matmul.zig");
 
 test "f32 run bytes" {
     const l = packing.Run.one(.q8_0, 300, 32);

@@ -1102,6 +1102,8 @@ test {
     _ = plan;
     _ = @import("plan_check.zig");
     _ = @import("plan_rows.zig");
+    _ = @import("plan_matmul.zig");
+    _ = @import("plan_pack.zig");
     _ = abi;
     _ = cpu;
     _ = memory;
