@@ -938,24 +938,53 @@ pub fn rope(x: []f32, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, i
     assert(x.len >= n_heads * head_dim);
     assert(inv_freq.len >= n_rot / 2);
     assert(pos <= abi.rope_max_pos);
-    const half = n_rot / 2;
-    const p: f32 = @floatFromInt(pos);
-    for (0..half) |i| {
-        const angle: f32 = p * inv_freq[i];
-        const c: f32 = @floatCast(@cos(@as(f64, angle)));
-        const s: f32 = @floatCast(@sin(@as(f64, angle)));
-        const a, const b = switch (mode) {
-            .normal => .{ 2 * i, 2 * i + 1 },
-            .neox => .{ i, i + half },
-        };
-        for (0..n_heads) |h| {
-            const base = h * head_dim;
-            const x0 = x[base + a];
-            const x1 = x[base + b];
-            x[base + a] = x0 * c - x1 * s;
-            x[base + b] = x0 * s + x1 * c;
-        }
+    for (0..n_rot / 2) |i| {
+        const c, const s = ropeAngle(pos, inv_freq[i]);
+        ropePair(x, n_heads, head_dim, n_rot, i, c, s, mode);
     }
+}
+
+/// cos and sin of position `pos` times one inverse frequency, as f32: the
+/// angle's f32 product taken in f64.
+inline fn ropeAngle(pos: u32, inv_freq: f32) struct { f32, f32 } {
+    const angle: f32 = @as(f32, @floatFromInt(pos)) * inv_freq;
+    return .{ @floatCast(@cos(@as(f64, angle))), @floatCast(@sin(@as(f64, angle))) };
+}
+
+/// Rotates pair i of every head by (c, s).
+inline fn ropePair(x: []f32, n_heads: usize, head_dim: usize, n_rot: usize, i: usize, c: f32, s: f32, mode: abi.RopeMode) void {
+    const half = n_rot / 2;
+    const a, const b = switch (mode) {
+        .normal => .{ 2 * i, 2 * i + 1 },
+        .neox => .{ i, i + half },
+    };
+    for (0..n_heads) |h| {
+        const base = h * head_dim;
+        const x0 = x[base + a];
+        const x1 = x[base + b];
+        x[base + a] = x0 * c - x1 * s;
+        x[base + b] = x0 * s + x1 * c;
+    }
+}
+
+/// cs[2i], cs[2i + 1] = the cos and sin `rope` rotates pair i by at `pos`,
+/// for the inv_freq.len pairs: a batch computes them once per row for
+/// every layer (`ropeTable`) instead of once per layer.
+pub fn ropeAngles(pos: u32, inv_freq: []const f32, cs: []f32) void {
+    assert(pos <= abi.rope_max_pos and cs.len == 2 * inv_freq.len);
+    for (inv_freq, 0..) |f, i| {
+        const c, const s = ropeAngle(pos, f);
+        cs[2 * i] = c;
+        cs[2 * i + 1] = s;
+    }
+}
+
+/// `rope` with the cos and sin of its position from `ropeAngles` (cs holds
+/// n_rot / 2 pairs): the same rotation, bit for bit.
+pub fn ropeTable(x: []f32, n_heads: usize, head_dim: usize, n_rot: usize, cs: []const f32, mode: abi.RopeMode) void {
+    assert(n_rot > 0 and n_rot % 2 == 0 and n_rot <= head_dim);
+    assert(x.len >= n_heads * head_dim and cs.len == n_rot);
+    for (0..n_rot / 2) |i| ropePair(x, n_heads, head_dim, n_rot, i, cs[2 * i], cs[2 * i + 1], mode);
 }
 
 pub const Gate = enum { silu, gelu };
@@ -1214,6 +1243,27 @@ test "rope: position 0 is the identity, norms are kept, partial rotation" {
         const n0 = x[b] * x[b] + x[b + 1] * x[b + 1];
         const m0 = y[b] * y[b] + y[b + 1] * y[b + 1];
         try expectClose(n0, m0, 1e-5);
+    }
+}
+
+test "rope from a table of angles equals rope bit for bit" {
+    var prng = std.Random.DefaultPrng.init(7);
+    const rng = prng.random();
+    var inv: [32]f32 = undefined;
+    for (&inv, 0..) |*f, i| f.* = std.math.pow(f32, 10000, -@as(f32, @floatFromInt(i)) / 32);
+    var x: [3 * 64]f32 = undefined;
+    var cs: [64]f32 = undefined;
+    for ([_]u32{ 0, 1, 17, 511, 4095, 100_000, abi.rope_max_pos }) |pos| {
+        for ([_]usize{ 64, 40 }) |n_rot| {
+            inline for (.{ abi.RopeMode.normal, abi.RopeMode.neox }) |mode| {
+                for (&x) |*v| v.* = rng.float(f32) * 4 - 2;
+                var want = x;
+                rope(&want, 3, 64, n_rot, pos, inv[0 .. n_rot / 2], mode);
+                ropeAngles(pos, inv[0 .. n_rot / 2], cs[0..n_rot]);
+                ropeTable(&x, 3, 64, n_rot, cs[0..n_rot], mode);
+                try testing.expectEqualSlices(u32, @as(*const [192]u32, @ptrCast(&want)), @as(*const [192]u32, @ptrCast(&x)));
+            }
+        }
     }
 }
 

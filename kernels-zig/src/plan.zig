@@ -206,6 +206,26 @@ pub const Plan = struct {
     /// pinned while the plan exists, and per slot what this plan holds in it.
     stage: i32 = 0,
     held: []Held = &.{},
+    /// RoPE's cos and sin for the rows of the run in progress, one table per
+    /// distinct frequency vector of the plan's rope operations (a layer of
+    /// Gemma 3 has one of two): every layer's rope reads them instead of
+    /// taking the sine and cosine again (`Exec.ropeTable`).
+    rope: [max_rope_tables]RopeTable = [_]RopeTable{.{}} ** max_rope_tables,
+};
+
+/// Distinct RoPE frequency vectors a plan keeps tables for; rope operations
+/// with any other take their angles themselves, with the same arithmetic.
+pub const max_rope_tables = 4;
+
+/// One frequency vector's cos/sin table: `pairs` pairs per row for up to the
+/// plan's largest batch, valid for the run in progress once `ready`.
+pub const RopeTable = struct {
+    /// The frequencies' workspace offset and how many pairs rotate.
+    freqs: u32 = 0,
+    pairs: u32 = 0,
+    /// max_tokens x 2 x pairs floats (empty: no table).
+    cs: []f32 = &.{},
+    ready: bool = false,
 };
 
 /// A staging slot's pins taken by this plan's fetches and not yet released,
@@ -364,6 +384,21 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
     where.* = .{ 0, 0 };
     const ops = gpa.dupe(u32, ops_in) catch return error.NoMemory;
     errdefer gpa.free(ops);
+    var rope = [_]RopeTable{.{}} ** max_rope_tables;
+    errdefer for (&rope) |*t| gpa.free(t.cs);
+    for (0..ops.len / op_words) |i| {
+        const w = ops[i * op_words ..][0..op_words];
+        if (w[0] != @intFromEnum(Op.rope)) continue;
+        const freqs = w[2 + 5];
+        const pairs = w[2 + 4] / 2;
+        for (&rope) |*t| {
+            if (t.cs.len != 0 and t.freqs == freqs and t.pairs == pairs) break;
+            if (t.cs.len != 0) continue;
+            // checkOp bounded pairs by head_dim; max_tokens by max_batch.
+            t.* = .{ .freqs = freqs, .pairs = pairs, .cs = gpa.alloc(f32, try mul(max_tokens, 2 * @as(usize, pairs))) catch return error.NoMemory };
+            break;
+        }
+    }
     var n_regions: usize = 0;
     const distinct = gpa.alloc(i32, n_runs) catch return error.NoMemory;
     errdefer gpa.free(distinct);
@@ -394,6 +429,7 @@ fn createInner(ws_handle: i32, ops_in: []const u32, runs_in: []const u32, max_to
             .vocab = vocab,
             .stage = stage.handle,
             .held = held,
+            .rope = rope,
         };
         return @intCast((generation << index_bits) | @as(u32, @intCast(index)));
     }
@@ -417,6 +453,7 @@ pub fn destroy(handle: i32) i32 {
     releaseHeld(p);
     if (!is_wasm and p.stage != 0) io.unpin(p.stage);
     plan_allocator.free(p.held);
+    for (&p.rope) |*t| plan_allocator.free(t.cs);
     for (p.runs) |*r| memory.unpin(r.handle);
     memory.unpin(p.ws_handle);
     plan_allocator.free(p.runs);
@@ -530,6 +567,8 @@ fn runWith(env: Env, handle: i32, tokens: []const u32, rows: Rows, first: u32, l
     // calls of a run made section by section; a run that starts over, ends,
     // fails or is cancelled gives back whatever its fetches still hold.
     if (first == 0) releaseHeld(p);
+    // The tables hold the angles of the previous run's rows.
+    for (&p.rope) |*t| t.ready = false;
     var i: usize = @as(usize, first) * op_words;
     while (i < end * op_words) : (i += op_words) {
         if (p.cancel.load(.acquire) != 0) {
@@ -586,6 +625,27 @@ pub const Exec = struct {
         return self.p.ws + off + stride * row;
     }
 
+    /// The table of rope operation `w`'s frequencies, with the cos and sin
+    /// of every row of this run (filled by the first rope operation that
+    /// reads it, on the calling thread: a row's pairs once, not once per
+    /// layer); null where the plan keeps no table for them.
+    fn ropeTable(self: *const Exec, w: []const u32) ?*const RopeTable {
+        const a = w[2..];
+        for (&self.p.rope) |*t| {
+            if (t.cs.len == 0 or t.freqs != a[5] or t.pairs != a[4] / 2) continue;
+            if (!t.ready) {
+                assert(self.tokens.len * 2 * t.pairs <= t.cs.len);
+                const inv = self.f32s(t.freqs, 0, 0, t.pairs);
+                for (0..self.tokens.len) |row| {
+                    self.env.t.rope_angles(self.rows.position(row), inv.ptr, t.pairs, t.cs[row * 2 * t.pairs ..].ptr);
+                }
+                t.ready = true;
+            }
+            return t;
+        }
+        return null;
+    }
+
     /// Runs the operation `w`, and `next` with it when they fuse
     /// (`SliceCtx.fusesWith`); returns how many of the two ran.
     fn op(self: *const Exec, w: []const u32, next: ?[]const u32) Error!usize {
@@ -620,6 +680,10 @@ pub const Exec = struct {
                 }
                 const chunks = std.math.divCeil(usize, rows, ctx.stack) catch unreachable;
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * chunks * ctx.parts, .chunk = 1 });
+            },
+            .rope => {
+                if (self.ropeTable(w)) |t| ctx.rope_cs = t.cs;
+                self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
             },
             .gated, .quantize, .quantize_k => if (rows == 1) {
                 // One row (decode): split it by elements instead, so that

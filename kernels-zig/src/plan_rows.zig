@@ -248,6 +248,9 @@ pub const RowCtx = struct {
     /// 1 with `parts` > 1. `n_rows`: the operation's rows from row0 on.
     stack: usize = 1,
     n_rows: usize = 0,
+    /// A rope operation's table of cos and sin (`n_rot` floats a row, row
+    /// t at t * n_rot), from `Exec.ropeTable`; null: each row takes its own.
+    rope_cs: ?[]const f32 = null,
 
     /// The pool's job: rows [row0 + begin, row0 + end) of the operation.
     pub fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
@@ -312,7 +315,11 @@ pub const RowCtx = struct {
                 const heads = a[2];
                 const hd = a[3];
                 const x = ex.f32s(a[0], a[1], t, heads * hd);
-                k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
+                if (self.rope_cs) |cs| {
+                    k.rope_table(x.ptr, heads, hd, a[4], cs[t * a[4] ..][0..a[4]].ptr, a[6]);
+                } else {
+                    k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
+                }
             },
             .kv_store => {
                 const kv_dim = a[3];

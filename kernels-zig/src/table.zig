@@ -15,6 +15,10 @@ pub const Table = struct {
     /// x, n, the index found; returns `kernels.Argmax.Status`.
     argmax: *const fn ([*]const f32, usize, *usize) callconv(.c) u32,
     rope: *const fn ([*]f32, usize, usize, usize, u32, [*]const f32, u32) callconv(.c) void,
+    /// pos, inv_freq, pairs, cs (2 x pairs): each pair's cos and sin at pos (`ropeAngles`).
+    rope_angles: *const fn (u32, [*]const f32, usize, [*]f32) callconv(.c) void,
+    /// x, heads, head_dim, n_rot, cs (n_rot floats from `rope_angles`), mode: `rope` from a table.
+    rope_table: *const fn ([*]f32, usize, usize, usize, [*]const f32, u32) callconv(.c) void,
     silu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
     gelu_mul: *const fn ([*]const f32, [*]const f32, [*]f32, usize) callconv(.c) void,
     stream_read: *const fn ([*]const u8, usize) callconv(.c) u64,

@@ -64,6 +64,15 @@ fn rope(x: [*]f32, n_heads: usize, head_dim: usize, n_rot: usize, pos: u32, inv_
     k.rope(x[0 .. n_heads * head_dim], n_heads, head_dim, n_rot, pos, inv_freq[0 .. n_rot / 2], @enumFromInt(mode));
 }
 
+fn ropeAngles(pos: u32, inv_freq: [*]const f32, pairs: usize, cs: [*]f32) callconv(.c) void {
+    k.ropeAngles(pos, inv_freq[0..pairs], cs[0 .. 2 * pairs]);
+}
+
+fn ropeTable(x: [*]f32, n_heads: usize, head_dim: usize, n_rot: usize, cs: [*]const f32, mode: u32) callconv(.c) void {
+    assert(mode <= 1);
+    k.ropeTable(x[0 .. n_heads * head_dim], n_heads, head_dim, n_rot, cs[0..n_rot], @enumFromInt(mode));
+}
+
 fn siluMul(g: [*]const f32, u: [*]const f32, out: [*]f32, n: usize) callconv(.c) void {
     k.gatedMul(.silu, g[0..n], u[0..n], out[0..n]);
 }
@@ -169,6 +178,8 @@ comptime {
         .softmax = &softmax,
         .argmax = &argmax,
         .rope = &rope,
+        .rope_angles = &ropeAngles,
+        .rope_table = &ropeTable,
         .silu_mul = &siluMul,
         .gelu_mul = &geluMul,
         .stream_read = &streamRead,
