@@ -576,7 +576,7 @@ fn runWith(env: Env, handle: i32, tokens: []const u32, rows: Rows, first: u32, l
             return Status.cancelled.code();
         }
         const next: ?[]const u32 = if (i + 2 * op_words <= end * op_words) p.ops[i + op_words ..][0..op_words] else null;
-        const ran = ex.op(p.ops[i..][0..op_words], next) catch |e| {
+        const ran = ex.op(p.ops[i .. end * op_words], next) catch |e| {
             releaseHeld(p);
             return statusOf(e);
         };
@@ -648,7 +648,8 @@ pub const Exec = struct {
 
     /// Runs the operation `w`, and `next` with it when they fuse
     /// (`SliceCtx.fusesWith`); returns how many of the two ran.
-    fn op(self: *const Exec, w: []const u32, next: ?[]const u32) Error!usize {
+    fn op(self: *const Exec, rest: []const u32, next: ?[]const u32) Error!usize {
+        const w = rest[0..op_words];
         const last_only = w[1] & 1 != 0;
         const n_tok = self.tokens.len;
         const row0: usize = if (last_only) n_tok - 1 else 0;
@@ -681,10 +682,6 @@ pub const Exec = struct {
                 const chunks = std.math.divCeil(usize, rows, ctx.stack) catch unreachable;
                 self.env.run(.{ .run = RowCtx.attention, .ctx = &ctx, .items = n_kv * chunks * ctx.parts, .chunk = 1 });
             },
-            .rope => {
-                if (self.ropeTable(w)) |t| ctx.rope_cs = t.cs;
-                self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
-            },
             .gated, .quantize, .quantize_k => if (rows == 1) {
                 // One row (decode): split it by elements instead, so that
                 // every thread takes part (SliceCtx), with the quantization
@@ -698,14 +695,39 @@ pub const Exec = struct {
                 if (sc.failed.load(.acquire)) return error.Nonfinite;
                 if (sc.then != null) return 2;
             } else {
-                self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
+                return self.rowOps(&ctx, rest, rows);
             },
-            else => {
-                self.env.run(.{ .run = RowCtx.rows, .ctx = &ctx, .items = rows, .chunk = 1 });
-            },
+            else => return self.rowOps(&ctx, rest, rows),
         }
         if (ctx.failed.load(.acquire)) return error.Nonfinite;
         return 1;
+    }
+
+    /// Runs the row operation at the start of `rest` and the row operations
+    /// that follow it and fuse with it (`fusedRows`) as one job over the
+    /// rows; returns how many ran.
+    fn rowOps(self: *const Exec, ctx: *RowCtx, rest: []const u32, rows: usize) Error!usize {
+        const n = if (rows > 1) rows_mod.fusedRows(rest) else 1;
+        ctx.w = rest[0 .. n * op_words];
+        ctx.n_ops = n;
+        // RoPE tables are filled here, before the job reads them.
+        for (0..n) |j| {
+            const w = rest[j * op_words ..][0..op_words];
+            if (w[0] == @intFromEnum(Op.rope)) _ = self.ropeTable(w);
+        }
+        self.env.run(.{ .run = RowCtx.rows, .ctx = ctx, .items = rows, .chunk = 1 });
+        if (ctx.failed.load(.acquire)) return error.Nonfinite;
+        return n;
+    }
+
+    /// The filled table of rope operation `w`'s frequencies, or null (the
+    /// plan keeps none for them, or none was filled in this run).
+    pub fn readyRopeTable(self: *const Exec, w: []const u32) ?*const RopeTable {
+        const a = w[2..];
+        for (&self.p.rope) |*t| {
+            if (t.cs.len != 0 and t.ready and t.freqs == a[5] and t.pairs == a[4] / 2) return t;
+        }
+        return null;
     }
 
     fn matmul(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {

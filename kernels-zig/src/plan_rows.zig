@@ -236,6 +236,73 @@ test "attentionParts: the cut that evens the threads' shares" {
     }
 }
 
+/// How many operations from the start of `ops` (whole operations, the first
+/// a row operation) run as one row job: the first and each following row
+/// operation that reads and writes only its own row of its buffers, with
+/// the same last-row flag, while each writes a buffer of one row per batch
+/// row (stride not 0) or the KV cache at its own row's index. Each row then
+/// runs them in order: the same values as one job each, the threads waiting
+/// for each other once instead of once per operation.
+pub fn fusedRows(ops: []const u32) usize {
+    assert(ops.len >= plan.op_words and ops.len % plan.op_words == 0);
+    var n: usize = 0;
+    while ((n + 1) * plan.op_words <= ops.len and n < max_fused) : (n += 1) {
+        const w = ops[n * plan.op_words ..][0..plan.op_words];
+        if (n > 0 and w[1] != ops[1]) break;
+        if (!ownRows(w)) break;
+    }
+    return @max(n, 1);
+}
+
+/// Most operations one row job takes (a layer has at most 3 in a row).
+const max_fused: usize = 8;
+
+/// Whether `w` is a row operation whose output is its own row of a per-row
+/// buffer (the buffer's stride is not 0) or of the KV cache.
+fn ownRows(w: []const u32) bool {
+    const a = w[2..];
+    const out_stride: u32 = switch (@as(Op, @enumFromInt(w[0]))) {
+        .embed => a[2],
+        .rms_norm, .quantize, .quantize_k => a[4],
+        .add, .add_vec, .head_norm, .rope, .softcap, .lincomb, .gate_scale => a[1],
+        .gated => a[4],
+        .kv_store => return true,
+        else => return false,
+    };
+    return out_stride != 0;
+}
+
+test "fusedRows: consecutive row operations writing their own rows, one last-row flag" {
+    const W = plan.op_words;
+    var ops = [_]u32{0} ** (6 * W);
+    const set = struct {
+        fn op(o: []u32, i: usize, code: plan.Op, flags: u32, out_stride: u32) void {
+            const w = o[i * W ..][0..W];
+            w[0] = @intFromEnum(code);
+            w[1] = flags;
+            switch (code) {
+                .rms_norm, .quantize => w[2 + 4] = out_stride,
+                .rope, .add => w[2 + 1] = out_stride,
+                else => {},
+            }
+        }
+    }.op;
+    set(&ops, 0, .rms_norm, 0, 2304);
+    set(&ops, 1, .quantize, 0, 640);
+    set(&ops, 2, .matmul, 0, 0);
+    set(&ops, 3, .rope, 0, 3840);
+    set(&ops, 4, .kv_store, 0, 0);
+    set(&ops, 5, .add, 1, 2304);
+    try std.testing.expectEqual(@as(usize, 2), fusedRows(&ops));
+    try std.testing.expectEqual(@as(usize, 1), fusedRows(ops[W..]));
+    try std.testing.expectEqual(@as(usize, 2), fusedRows(ops[3 * W ..]));
+    try std.testing.expectEqual(@as(usize, 1), fusedRows(ops[5 * W ..]));
+    // A shared (stride 0) output ends the run; a lone operation is a run of one.
+    set(&ops, 1, .quantize, 0, 0);
+    try std.testing.expectEqual(@as(usize, 1), fusedRows(&ops));
+    try std.testing.expectEqual(@as(usize, 1), fusedRows(ops[W..]));
+}
+
 /// Per-row (and per-head) operations.
 pub const RowCtx = struct {
     ex: *const Exec,
@@ -248,24 +315,30 @@ pub const RowCtx = struct {
     /// 1 with `parts` > 1. `n_rows`: the operation's rows from row0 on.
     stack: usize = 1,
     n_rows: usize = 0,
-    /// A rope operation's table of cos and sin (`n_rot` floats a row, row
-    /// t at t * n_rot), from `Exec.ropeTable`; null: each row takes its own.
-    rope_cs: ?[]const f32 = null,
+    /// Row operations `rows` runs, one after the other for each row (`w`
+    /// holds their words): consecutive row operations of a plan run in one
+    /// job, so that the threads wait for each other once for all of them
+    /// (`fusedRows`).
+    n_ops: usize = 1,
 
-    /// The pool's job: rows [row0 + begin, row0 + end) of the operation.
+    /// The pool's job: rows [row0 + begin, row0 + end) of the operations,
+    /// each row through all of them in order.
     pub fn rows(raw: *const anyopaque, begin: usize, end: usize) void {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
-        for (begin..end) |i| self.row(self.row0 + i);
+        assert(self.n_ops >= 1 and self.w.len == self.n_ops * plan.op_words);
+        for (begin..end) |i| {
+            for (0..self.n_ops) |j| self.row(self.w[j * plan.op_words ..][0..plan.op_words], self.row0 + i);
+        }
     }
 
-    fn row(self: *const RowCtx, t: usize) void {
+    fn row(self: *const RowCtx, ow: []const u32, t: usize) void {
         const ex = self.ex;
         const k = ex.env.t;
-        const a = self.w[2..];
+        const a = ow[2..];
         const pos: u32 = ex.rows.position(t);
         // The row's index in the KV cache: its sequence's base plus its position.
         const kv_at: usize = @as(usize, ex.rows.base(t)) + pos;
-        switch (@as(Op, @enumFromInt(self.w[0]))) {
+        switch (@as(Op, @enumFromInt(ow[0]))) {
             .embed => {
                 const r = &ex.p.runs[a[0]];
                 const out = ex.f32s(a[1], a[2], t, r.layout.cols);
@@ -315,8 +388,8 @@ pub const RowCtx = struct {
                 const heads = a[2];
                 const hd = a[3];
                 const x = ex.f32s(a[0], a[1], t, heads * hd);
-                if (self.rope_cs) |cs| {
-                    k.rope_table(x.ptr, heads, hd, a[4], cs[t * a[4] ..][0..a[4]].ptr, a[6]);
+                if (ex.readyRopeTable(ow)) |rt| {
+                    k.rope_table(x.ptr, heads, hd, a[4], rt.cs[t * a[4] ..][0..a[4]].ptr, a[6]);
                 } else {
                     k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
                 }
