@@ -296,7 +296,6 @@ const StageUse = check.StageUse;
 const checkRun = check.checkRun;
 const checkOp = check.checkOp;
 const f32Bytes = check.f32Bytes;
-const stripeOffsetOf = check.stripeOffsetOf;
 const isQuant = check.isQuant;
 
 /// Most experts of a MoE layer (the `.cflow` limit).
