@@ -254,7 +254,8 @@ pub fn fusedRows(ops: []const u32) usize {
     return @max(n, 1);
 }
 
-/// Most operations one row job takes (a layer has at most 3 in a row).
+/// Most operations one row job takes (Qwen2.5's three biases, RoPE and
+/// two KV stores make 6 in a row).
 const max_fused: usize = 8;
 
 /// Whether `w` is a row operation whose output is its own row of a per-row
