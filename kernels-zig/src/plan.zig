@@ -209,7 +209,7 @@ pub const Plan = struct {
     /// RoPE's cos and sin for the rows of the run in progress, one table per
     /// distinct frequency vector of the plan's rope operations (a layer of
     /// Gemma 3 has one of two): every layer's rope reads them instead of
-    /// taking the sine and cosine again (`Exec.ropeTable`).
+    /// taking the sine and cosine again (`Exec.ropeAngles`).
     rope: [max_rope_tables]RopeTable = [_]RopeTable{.{}} ** max_rope_tables,
 };
 
@@ -574,8 +574,7 @@ fn runWith(env: Env, handle: i32, tokens: []const u32, rows: Rows, first: u32, l
             releaseHeld(p);
             return Status.cancelled.code();
         }
-        const next: ?[]const u32 = if (i + 2 * op_words <= end * op_words) p.ops[i + op_words ..][0..op_words] else null;
-        const ran = ex.op(p.ops[i .. end * op_words], next) catch |e| {
+        const ran = ex.op(p.ops[i .. end * op_words]) catch |e| {
             releaseHeld(p);
             return statusOf(e);
         };
@@ -624,11 +623,12 @@ pub const Exec = struct {
         return self.p.ws + off + stride * row;
     }
 
-    /// The table of rope operation `w`'s frequencies, with the cos and sin
-    /// of every row of this run (filled by the first rope operation that
-    /// reads it, on the calling thread: a row's pairs once, not once per
-    /// layer); null where the plan keeps no table for them.
-    fn ropeTable(self: *const Exec, w: []const u32) ?*const RopeTable {
+    /// The cos and sin of every row of this run for rope operation `w`'s
+    /// frequencies (n_rot floats a row), from the plan's table for them,
+    /// filled by the first rope operation that reads it, on the calling
+    /// thread: a row's pairs once, not once per layer. Null where the plan
+    /// keeps no table for them.
+    fn ropeAngles(self: *const Exec, w: []const u32) ?[]const f32 {
         const a = w[2..];
         for (&self.p.rope) |*t| {
             if (t.cs.len == 0 or t.freqs != a[5] or t.pairs != a[4] / 2) continue;
@@ -640,15 +640,17 @@ pub const Exec = struct {
                 }
                 t.ready = true;
             }
-            return t;
+            return t.cs;
         }
         return null;
     }
 
-    /// Runs the operation `w`, and `next` with it when they fuse
-    /// (`SliceCtx.fusesWith`); returns how many of the two ran.
-    fn op(self: *const Exec, rest: []const u32, next: ?[]const u32) Error!usize {
+    /// Runs the operation at the start of `rest` (the operations left in
+    /// this call), and the ones after it that fuse with it (`SliceCtx.fusesWith`,
+    /// `fusedRows`); returns how many ran.
+    fn op(self: *const Exec, rest: []const u32) Error!usize {
         const w = rest[0..op_words];
+        const next: ?[]const u32 = if (rest.len >= 2 * op_words) rest[op_words..][0..op_words] else null;
         const last_only = w[1] & 1 != 0;
         const n_tok = self.tokens.len;
         const row0: usize = if (last_only) n_tok - 1 else 0;
@@ -712,21 +714,11 @@ pub const Exec = struct {
         // RoPE tables are filled here, before the job reads them.
         for (0..n) |j| {
             const w = rest[j * op_words ..][0..op_words];
-            if (w[0] == @intFromEnum(Op.rope)) _ = self.ropeTable(w);
+            ctx.rope_cs[j] = if (w[0] == @intFromEnum(Op.rope)) self.ropeAngles(w) else null;
         }
         self.env.run(.{ .run = RowCtx.rows, .ctx = ctx, .items = rows, .chunk = 1 });
         if (ctx.failed.load(.acquire)) return error.Nonfinite;
         return n;
-    }
-
-    /// The filled table of rope operation `w`'s frequencies, or null (the
-    /// plan keeps none for them, or none was filled in this run).
-    pub fn readyRopeTable(self: *const Exec, w: []const u32) ?*const RopeTable {
-        const a = w[2..];
-        for (&self.p.rope) |*t| {
-            if (t.cs.len != 0 and t.ready and t.freqs == a[5] and t.pairs == a[4] / 2) return t;
-        }
-        return null;
     }
 
     fn matmul(self: *const Exec, a: []const u32, row0: usize, rows: usize) Error!void {

@@ -256,7 +256,7 @@ pub fn fusedRows(ops: []const u32) usize {
 
 /// Most operations one row job takes (Qwen2.5's three biases, RoPE and
 /// two KV stores make 6 in a row).
-const max_fused: usize = 8;
+pub const max_fused: usize = 8;
 
 /// Whether `w` is a row operation whose output is its own row of a per-row
 /// buffer (the buffer's stride is not 0) or of the KV cache.
@@ -321,6 +321,10 @@ pub const RowCtx = struct {
     /// job, so that the threads wait for each other once for all of them
     /// (`fusedRows`).
     n_ops: usize = 1,
+    /// For each of those operations that is a rope with a table, its rows'
+    /// cos and sin (`Exec.ropeAngles`, n_rot floats a row); null: the row
+    /// takes its own.
+    rope_cs: [max_fused]?[]const f32 = @splat(null),
 
     /// The pool's job: rows [row0 + begin, row0 + end) of the operations,
     /// each row through all of them in order.
@@ -328,11 +332,11 @@ pub const RowCtx = struct {
         const self: *const RowCtx = @ptrCast(@alignCast(raw));
         assert(self.n_ops >= 1 and self.w.len == self.n_ops * plan.op_words);
         for (begin..end) |i| {
-            for (0..self.n_ops) |j| self.row(self.w[j * plan.op_words ..][0..plan.op_words], self.row0 + i);
+            for (0..self.n_ops) |j| self.row(self.w[j * plan.op_words ..][0..plan.op_words], self.rope_cs[j], self.row0 + i);
         }
     }
 
-    fn row(self: *const RowCtx, ow: []const u32, t: usize) void {
+    fn row(self: *const RowCtx, ow: []const u32, rope_cs: ?[]const f32, t: usize) void {
         const ex = self.ex;
         const k = ex.env.t;
         const a = ow[2..];
@@ -389,8 +393,8 @@ pub const RowCtx = struct {
                 const heads = a[2];
                 const hd = a[3];
                 const x = ex.f32s(a[0], a[1], t, heads * hd);
-                if (ex.readyRopeTable(ow)) |rt| {
-                    k.rope_table(x.ptr, heads, hd, a[4], rt.cs[t * a[4] ..][0..a[4]].ptr, a[6]);
+                if (rope_cs) |cs| {
+                    k.rope_table(x.ptr, heads, hd, a[4], cs[t * a[4] ..][0..a[4]].ptr, a[6]);
                 } else {
                     k.rope(x.ptr, heads, hd, a[4], pos, ex.f32s(a[5], 0, 0, a[4] / 2).ptr, a[6]);
                 }
