@@ -1,43 +1,24 @@
 /**
  * The forward pass of a decoder-only transformer over a validated, mapped
  * `.cflow`/`.vflow` file, in the style of llama2.c's `forward()`: the
- * weights (weights.ts), the KV caches (kv_cache.ts) and the run state are
- * set up once, the forward pass is built once as a plan (forward_plan.ts
- * and its blocks), and `forward`, `prefill` and `step` run it, allocating
- * nothing per token.
+ * weights (weights.ts) are loaded once, the run's shape, workspace, KV
+ * caches (kv_cache.ts) and plan (forward_plan.ts and its blocks) set up
+ * once (_run_setup.ts), and `forward`, `prefill` and `step` run the plan,
+ * allocating nothing per token.
  *
  * @module
  */
 
-import {
-  actRowBytes,
-  type AlignedBuffer,
-  allocAligned,
-  type Buf,
-  type Kernels,
-  moeScratchBytes,
-  openKernels,
-  panelsByDefault,
-  type Plan,
-  PlanBuilder,
-  type VariantName,
-} from "../ffi/mod.ts";
+import type { AlignedBuffer, Buf, Kernels, Plan, VariantName } from "../ffi/mod.ts";
+import { openKernels } from "../ffi/mod.ts";
 import type { DirectFile, Stage } from "../ffi/io.ts";
 import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
-import { COMBINE_STYLE, type ModelConfig, modelConfig, ropeFrequencies } from "./config.ts";
-import { buildSchedule, type Schedule } from "../scheduler/mod.ts";
+import { COMBINE_STYLE, type ModelConfig, modelConfig } from "./config.ts";
+import type { Schedule } from "../scheduler/mod.ts";
 import { OutputRows } from "./output_rows.ts";
-import { kvBytesPerPosition, KvLayout, kvPlanType, kvRowBytes } from "./kv_cache.ts";
-import {
-  type BlockContext,
-  type LayerWeights,
-  Layout,
-  pad32,
-  placeLayer,
-  type RunState,
-} from "./_plan_state.ts";
-import { openDiskTier } from "./disk_tier.ts";
-import { buildForwardPlan, type ForwardHead } from "./forward_plan.ts";
+import type { KvLayout } from "./kv_cache.ts";
+import type { RunState } from "./_plan_state.ts";
+import type { ForwardHead } from "./forward_plan.ts";
 import type {
   HiddenStatesOptions,
   LoadStats,
@@ -46,8 +27,9 @@ import type {
   TraceStep,
   TransformerOptions,
 } from "./options.ts";
+import { type RunSetup, runShape, setUpRun, weightOptions } from "./_run_setup.ts";
 import { planStepRows, type StepBatch } from "./step_rows.ts";
-import { ModelWeights, type WeightOptions } from "./weights.ts";
+import { ModelWeights } from "./weights.ts";
 
 /**
  * A loaded model ready to run.
@@ -86,22 +68,22 @@ export class Transformer {
   readonly #one = new Uint32Array(1);
   #singleThreadDecode = false;
   /** Workspace offsets of each layer's expert-byte counter (-1: no experts). */
-  #counters: number[] = [];
+  readonly #counters: number[];
   /** Workspace offset of the layers' counters (one u64 each) and a buffer to read them. */
-  #countersAt = 0;
-  #counterBytes = new Uint8Array(8);
+  readonly #countersAt: number;
+  readonly #counterBytes: Uint8Array;
   readonly #counterSeen: number[] = [];
-  #direct: DirectFile | undefined;
-  #stage: Stage | undefined;
+  readonly #direct: DirectFile | undefined;
+  readonly #stage: Stage | undefined;
   /** Workspace offset of the u64 timestamps taken after the embedding and each pass. */
-  #times = 0;
-  #stateBuffers!: RunState;
+  readonly #times: number;
+  readonly #stateBuffers: RunState;
   /** The output head's operations, its norm's workspace offset and input (forward_plan.ts). */
-  #head!: ForwardHead;
+  readonly #head: ForwardHead;
   /** Per sequence, how many leading positions its KV cache holds (a high-water mark). */
   readonly #filled: number[];
   /** Where each pass's K and V caches are, their element size and KV head count. */
-  #kv: { caches: { k: number; v: number }[]; layout: KvLayout } | undefined;
+  readonly #kv: { caches: { k: number; v: number }[]; layout: KvLayout };
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
   /** The output norm over every row of a batch, made by the first hidden-state call. */
@@ -121,156 +103,39 @@ export class Transformer {
     this.#k = openKernels();
     const c = modelConfig(file.file);
     this.config = c;
-    const sequences = options.sequences ?? 1;
-    if (!Number.isSafeInteger(sequences) || sequences < 1 || sequences > 256) {
-      throw new RangeError(`model: sequences ${sequences} is not in [1, 256]`);
-    }
-    this.sequences = sequences;
-    this.#filled = new Array(sequences).fill(0);
-    let ctx: number;
-    if (options.contextLength === "trained") {
-      const trained = c.contextLength > 0 ? Math.min(c.contextLength, 1 << 20) : 4096;
-      const perPosition = kvBytesPerPosition(c, options.kvCache ?? "f16") * sequences;
-      const budget = options.contextMemoryBytes ?? Infinity;
-      if (!(budget > 0)) throw new RangeError(`model: contextMemoryBytes ${budget} is not > 0`);
-      const fits = Math.max(256, Math.floor(budget / perPosition));
-      ctx = Math.min(trained, fits);
-      if (ctx < trained) this.contextCap = { trained, chosen: ctx, kvBytes: ctx * perPosition };
-    } else {
-      ctx = options.contextLength ?? Math.min(c.contextLength > 0 ? c.contextLength : 4096, 4096);
-    }
-    if (!Number.isSafeInteger(ctx) || ctx < 1 || ctx > (1 << 20)) {
-      throw new RangeError(`model: context length ${ctx} is out of range`);
-    }
-    if (ctx * sequences > (1 << 22)) {
-      throw new RangeError(
-        `model: ${sequences} sequences of ${ctx} positions exceed the 4,194,304 the kernels hold`,
-      );
-    }
-    this.contextLength = ctx;
-    const batch = options.batch ?? 64;
-    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 1024) {
-      throw new RangeError(`model: batch ${batch} is not in [1, 1024]`);
-    }
-    this.batch = batch;
-
-    // The KV cache's layout, checked before anything is packed (q8_0 needs head_dim % 32 == 0).
-    // Sequence s keeps its keys and values at cache indices [s * ctx, (s + 1) * ctx).
-    const kvLayout = new KvLayout({
-      type: options.kvCache ?? "f16",
-      heads: c.kvHeads,
-      headDim: c.headDim,
-      context: ctx,
-      sequences,
-    });
+    // The run's shape, checked before anything is packed.
+    const shape = runShape(c, options);
+    this.sequences = shape.sequences;
+    this.contextLength = shape.contextLength;
+    if (shape.contextCap !== undefined) this.contextCap = shape.contextCap;
+    this.batch = shape.batch;
+    this.#filled = new Array(shape.sequences).fill(0);
 
     // Weights: the tiled runs of the file, packed into panels where that is faster.
     const weights = loaded ?? new ModelWeights(file, c, weightOptions(options, this.#k.variant));
     this.#weights = weights;
 
-    // Workspace: activations for a batch, norms, RoPE tables, KV caches.
-    const schedule = buildSchedule({
-      layers: c.layers,
-      hasDense: c.ffnHidden > 0,
-      hasExperts: c.moe !== null,
-      pipeline: c.pipeline,
-    });
-    this.schedule = schedule;
-    const L = new Layout();
-    const qDim = c.heads * c.headDim;
-    const kvDim = c.kvHeads * c.headDim;
-    const pad = pad32;
-    const widest = Math.max(
-      c.ffnHidden,
-      weights.layers.reduce((m, w) => Math.max(m, w.moe?.shared?.ffn ?? 0), 0),
-    );
-    const hiddenRows = () => L.rows(c.hidden * 4, batch);
-    const expertsQuantized = weights.expertsQuantized;
-    const s: RunState = {
-      x: hiddenRows(),
-      xb: L.rows(pad(c.hidden) * 4, batch),
-      xq: L.rows(actRowBytes(pad(c.hidden)), batch),
-      qkv: L.rows((qDim + 2 * kvDim) * 4, batch),
-      att: L.rows(pad(qDim) * 4, batch),
-      attq: L.rows(actRowBytes(pad(qDim)), batch),
-      proj: hiddenRows(),
-      gateUp: L.rows(2 * Math.max(1, widest) * 4, batch),
-      hb: L.rows(pad(Math.max(1, widest)) * 4, batch),
-      hq: L.rows(actRowBytes(pad(Math.max(1, widest))), batch),
-      d: hiddenRows(),
-      e: hiddenRows(),
-      sel: L.rows(8 * Math.max(1, c.moe?.topK ?? 1), batch),
-      moeScratch: c.moe === null
-        ? { offset: 0, stride: 0 }
-        : L.rows(moeScratchBytes(c.hidden, c.moe.expertFfn, expertsQuantized), batch),
-      shared: hiddenRows(),
-      xf: hiddenRows(),
-      ring: Array.from({ length: schedule.ringSlots }, hiddenRows),
-      queue: Array.from({ length: schedule.queueSlots }, hiddenRows),
-      logits: { offset: L.take(c.vocab * 4), stride: 0 },
-    };
-    const vectors: [number, Float32Array][] = [];
-    const vec = (v: Float32Array): number => {
-      const at = L.take(v.byteLength);
-      vectors.push([at, v]);
-      return at;
-    };
-    const kvBytes = kvLayout.cacheBytes;
-    // One block of u64 expert-byte counters, one per layer, read in one call per token.
-    const counters = L.take(8 * c.layers);
-    this.#countersAt = counters;
-    const layers: LayerWeights[] = weights.layers.map((w, l) =>
-      placeLayer(w, vec, counters + 8 * l)
-    );
-    const caches = schedule.steps.map(() => ({ k: L.take(kvBytes), v: L.take(kvBytes) }));
-    this.#kv = { caches, layout: kvLayout };
-    this.#times = L.take(8 * (schedule.steps.length + 1));
-    const opened = openDiskTier(options, weights, schedule, batch, L, vectors);
-    this.#stage = opened?.stage;
-    this.#direct = opened?.direct;
-    const disk = opened?.tier;
-    this.#counters = layers.map((w) => w.moe?.counter ?? -1);
-    this.#counterBytes = new Uint8Array(8 * c.layers);
-    const outputNorm = vec(weights.outputNorm);
-    const freqGlobal = vec(ropeFrequencies(c.ropeDims, c.ropeTheta, c.ropeScaling));
-    const freqLocal = vec(ropeFrequencies(c.ropeDims, c.ropeLocalTheta, null));
-    const ones = c.vNorm ? vec(new Float32Array(c.headDim).fill(1)) : undefined;
-    this.#stateBuffers = s;
-
-    // Not huge pages: the KV cache is touched a position at a time, and a
-    // 2 MiB page would make all of it resident at once.
-    this.#workspace = allocAligned(L.size, 4096);
+    // Workspace (activations for a batch, vectors, KV caches) and the plan over it.
+    let setup: RunSetup;
     try {
-      for (const [at, v] of vectors) {
-        this.#workspace.write(at, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
-      }
-      const blocks: BlockContext = {
-        b: new PlanBuilder(),
-        c,
-        s,
-        layers,
-        v: { outputNorm, freqGlobal, freqLocal, ones, kvType: kvPlanType(kvLayout.type) },
-        caches,
-        disk,
-      };
-      const built = buildForwardPlan(blocks, {
-        schedule,
-        embd: weights.embd,
-        output: weights.output,
-        times: this.#times,
-        workspace: this.#workspace,
-        batch,
-        positions: ctx * sequences,
-      });
-      this.#plan = built.plan;
-      this.#head = built.head;
+      setup = setUpRun(c, weights, options, shape);
     } catch (error) {
-      this.#workspace.close();
-      this.#stage?.close();
-      this.#direct?.close();
       if (loaded === undefined) weights.release();
       throw error;
     }
+    this.schedule = setup.schedule;
+    this.#workspace = setup.workspace;
+    this.#plan = setup.plan;
+    this.#head = setup.head;
+    this.#stateBuffers = setup.state;
+    this.#kv = setup.kv;
+    this.#countersAt = setup.countersAt;
+    this.#counters = setup.counters;
+    this.#counterBytes = new Uint8Array(8 * c.layers);
+    this.#times = setup.times;
+    this.#stage = setup.stage;
+    this.#direct = setup.direct;
+    const s = setup.state;
     this.#logits = new Float32Array(c.vocab);
     this.#logitsBytes = new Uint8Array(this.#logits.buffer);
     this.#logitsOffset = s.logits.offset;
@@ -289,7 +154,7 @@ export class Transformer {
       packed: weights.packed,
       packMs: weights.packMs,
       packedBytes: weights.packedBytes,
-      workspaceBytes: L.size,
+      workspaceBytes: setup.workspaceBytes,
       decodeThreads: this.#singleThreadDecode ? 1 : this.#k.threads,
       decodeTuning,
     };
@@ -399,7 +264,7 @@ export class Transformer {
     options: TransformerOptions = {},
   ): Promise<Transformer> {
     const c = modelConfig(file.file);
-    kvRowBytes(options.kvCache ?? "f16", c.headDim); // refused before anything is packed
+    runShape(c, options); // a shape it refuses is refused before anything is packed
     const weights = await ModelWeights.load(file, c, weightOptions(options, openKernels().variant));
     try {
       return new Transformer(file, options, weights);
@@ -841,7 +706,7 @@ export class Transformer {
         `model: copySequence of ${length} positions; sequence ${from} holds ${this.#filled[from]}`,
       );
     }
-    const kv = this.#kv!;
+    const kv = this.#kv;
     kv.layout.copyPrefix(this.#workspace, kv.caches.flatMap((c) => [c.k, c.v]), from, to, length);
     this.#filled[to] = length;
   }
@@ -1077,20 +942,4 @@ export class Transformer {
   [Symbol.dispose](): void {
     this.close();
   }
-}
-
-/** What ModelWeights is given for these options on this kernel variant. */
-function weightOptions(
-  options: TransformerOptions,
-  variant: VariantName,
-): WeightOptions {
-  const packed = options.packed ?? "auto";
-  if (packed !== true && packed !== false && packed !== "auto") {
-    throw new RangeError(`model: packed ${packed} is not true, false or "auto"`);
-  }
-  return {
-    packed: packed === "auto" ? panelsByDefault(variant) : packed,
-    evict: options.evict ?? (options.evictSource === false ? "never" : "after-pack"),
-    packProgress: options.packProgress,
-  };
 }
