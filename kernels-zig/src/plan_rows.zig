@@ -1,7 +1,7 @@
 //! Plans, the operations that are not matmuls: what each thread does with
 //! its rows (RowCtx: norms, RoPE, the KV cache, attention, activations,
 //! quantization, embeddings) or, for one row, its slice of the elements
-//! (SliceCtx). plan.zig's executor hands them to the worker pool.
+//! (SliceCtx). plan_exec.zig's executor hands them to the worker pool.
 
 const std = @import("std");
 const abi = @import("abi.zig");

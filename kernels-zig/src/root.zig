@@ -1101,6 +1101,7 @@ export fn cf_stage_reset_stats(stage: i32) i32 {
 test {
     _ = plan;
     _ = @import("plan_check.zig");
+    _ = @import("plan_exec.zig");
     _ = @import("plan_rows.zig");
     _ = @import("plan_matmul.zig");
     _ = @import("plan_pack.zig");
