@@ -15,6 +15,7 @@ const Table = @import("table.zig").Table;
 const io = if (is_wasm) struct {} else @import("io.zig");
 const prefetch = if (is_wasm) struct {} else @import("prefetch.zig");
 const plan = @import("plan.zig");
+const check = @import("plan_check.zig");
 
 const assert = std.debug.assert;
 const Status = abi.Status;
@@ -29,7 +30,7 @@ const op_words = plan.op_words;
 const statusOf = plan.statusOf;
 const lookup = plan.lookup;
 const isPacked = plan.isPacked;
-const isQuant = @import("plan_check.zig").isQuant;
+const isQuant = check.isQuant;
 const max_batch = plan.max_batch;
 const MoeScratch = plan.MoeScratch;
 
