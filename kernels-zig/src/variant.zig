@@ -207,4 +207,5 @@ test {
     _ = @import("k_panels.zig");
     _ = panels;
     _ = attn;
+    _ = @import("attention_test.zig");
 }
