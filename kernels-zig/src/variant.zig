@@ -202,6 +202,7 @@ comptime {
 
 test {
     _ = k;
+    _ = @import("float_kernels.zig");
     _ = bk;
     _ = blocks;
     _ = @import("k_panels.zig");
