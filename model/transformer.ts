@@ -9,8 +9,14 @@
  * @module
  */
 
-import type { AlignedBuffer, Buf, Kernels, Plan, VariantName } from "../ffi/mod.ts";
-import { openKernels } from "../ffi/mod.ts";
+import {
+  type AlignedBuffer,
+  type Buf,
+  type Kernels,
+  openKernels,
+  type Plan,
+  type VariantName,
+} from "../ffi/mod.ts";
 import type { DirectFile, Stage } from "../ffi/io.ts";
 import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
 import { COMBINE_STYLE, type ModelConfig, modelConfig } from "./config.ts";

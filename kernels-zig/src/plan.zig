@@ -468,11 +468,9 @@ pub const run = exec.run;
 pub const runOps = exec.runOps;
 pub const runRows = exec.runRows;
 pub const setCancel = exec.setCancel;
-pub const Rows = exec.Rows;
 pub const Exec = exec.Exec;
 pub const quantizeRow = exec.quantizeRow;
 pub const quantizeGroups = exec.quantizeGroups;
-pub const monotonicNs = exec.monotonicNs;
 pub const expf32 = exec.expf32;
 const releaseHeld = exec.releaseHeld;
 
