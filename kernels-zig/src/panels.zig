@@ -131,13 +131,23 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
             };
         }
 
-        pub inline fn prepare(wv: VB) W {
+        /// `several`: the chunk serves several tokens (a prefill block).
+        pub inline fn prepare(wv: VB, comptime several: bool) W {
             if (nibbles) {
                 return .{ .a = wv & @as(VB, @splat(0x0f)), .b = wv >> @as(@Vector(rows * 4, u3), @splat(4)) };
             }
             if (prim == .maddubs256) {
-                const signed: VX = @bitCast(wv ^ @as(VB, @splat(0x80)));
-                return .{ .a = @abs(signed), .b = @bitCast(signed) };
+                const signed = wv ^ @as(VB, @splat(0x80));
+                if (!several) return .{ .a = @bitCast(@abs(@as(VX, @bitCast(signed)))), .b = signed };
+                // Several tokens: |w| as min(w, -w) over u8 (-128 gives
+                // 128). `vpsubb` and `vpminub` run on the two vector pipes
+                // that the multiplies leave free on Zen 4, where `vpabsb`
+                // takes one of theirs. The zero comes from an `asm` block so
+                // that LLVM does not fold the pair back into `vpabsb`.
+                const zeros: VB = asm ("vpxor %[z], %[z], %[z]"
+                    : [z] "=x" (-> VB),
+                );
+                return .{ .a = @min(signed, zeros -% signed), .b = signed };
             }
             if (signed_weights) {
                 const signed = wv ^ @as(VB, @splat(0x80));
@@ -168,7 +178,7 @@ fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
             const sixteen: VB = @splat(16);
             const rep_lo = @shuffle(u8, qhv, undefined, @as(@Vector(n, i32), masks.lo));
             const rep_hi = @shuffle(u8, qhv, undefined, @as(@Vector(n, i32), masks.hi));
-            const p = prepare(wv);
+            const p = prepare(wv, false);
             return .{
                 .a = p.a | @select(u8, (rep_lo & pat) != zero_b, sixteen, zero_b),
                 .b = p.b | @select(u8, (rep_hi & pat) != zero_b, sixteen, zero_b),
@@ -351,7 +361,7 @@ inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptim
                 const qhv: D.VB = if (q == .q5_0) r[packing.scale_bytes + h * R * 4 ..][0 .. R * 4].* else undefined;
                 inline for (0..n_chunks) |c| {
                     const wv: D.VB = r[head + c * 64 + h * R * 4 ..][0 .. R * 4].*;
-                    const pw = if (q == .q5_0) D.prepare5(wv, qhv, c) else D.prepare(wv);
+                    const pw = if (q == .q5_0) D.prepare5(wv, qhv, c) else D.prepare(wv, NT > 1);
                     inline for (0..NT) |j| D.step(&part[j], pw, c, x + j * x_stride + g * abi.q8_0_block_bytes + 2);
                 }
                 inline for (0..NT) |j| {
