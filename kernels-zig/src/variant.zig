@@ -203,6 +203,8 @@ comptime {
 test {
     _ = k;
     _ = @import("float_kernels.zig");
+    _ = @import("tiles.zig");
+    _ = @import("quantize_q8_0.zig");
     _ = bk;
     _ = blocks;
     _ = @import("k_panels.zig");
