@@ -66,17 +66,16 @@ export {
 export type { Advice, CpuFeature, KernelSymbols, VariantName } from "./symbols.ts";
 export { attention, tilesMatvec } from "./model_kernels.ts";
 export type { Activation, KvBuffer } from "./model_kernels.ts";
+export { MAX_PLAN_BATCH, Plan, PlanBuilder } from "./plan.ts";
+export type { Buf, OpOptions, PlanSection } from "./plan.ts";
 export {
   actRowBytes,
   kQuantRun,
-  MAX_PLAN_BATCH,
   moeScratchBytes,
   packedBytes,
   packRun,
   type PanelQuant,
   panelQuants,
-  Plan,
-  PlanBuilder,
   RUN_KIND,
-} from "./plan.ts";
-export type { Buf, OpOptions, PlanSection, RunKind, WeightRun } from "./plan.ts";
+} from "./weight_run.ts";
+export type { RunKind, WeightRun } from "./weight_run.ts";

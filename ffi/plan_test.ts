@@ -2,15 +2,15 @@ import assert from "node:assert/strict";
 import { KernelError } from "./errors.ts";
 import { openKernels } from "./kernels.ts";
 import { allocAligned } from "./memory.ts";
+import { PlanBuilder } from "./plan.ts";
 import {
   actRowBytes,
   packedBytes,
   packRun,
   panelQuants,
-  PlanBuilder,
   RUN_KIND,
   type WeightRun,
-} from "./plan.ts";
+} from "./weight_run.ts";
 import { STATUS } from "./symbols.ts";
 
 openKernels({ threads: 2 });

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { KernelError } from "./errors.ts";
 import { openKernels } from "./kernels.ts";
 import { allocAligned } from "./memory.ts";
-import { actRowBytes, kQuantRun, PlanBuilder, RUN_KIND } from "./plan.ts";
+import { PlanBuilder } from "./plan.ts";
+import { actRowBytes, kQuantRun, RUN_KIND } from "./weight_run.ts";
 import { STATUS } from "./symbols.ts";
 
 openKernels({ threads: 2 });

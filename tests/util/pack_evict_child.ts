@@ -15,7 +15,7 @@
 
 import { openKernels } from "../../ffi/kernels.ts";
 import { allocAligned, mapFile, type MemoryRegion } from "../../ffi/memory.ts";
-import { packedBytes, packRun, RUN_KIND, type WeightRun } from "../../ffi/plan.ts";
+import { packedBytes, packRun, RUN_KIND, type WeightRun } from "../../ffi/weight_run.ts";
 import { PACK_EVICT_SOURCE } from "./pack_evict_source.ts";
 
 const k = openKernels({ threads: 1 });
