@@ -29,5 +29,6 @@
  * @module
  */
 
-export { Sampler, type SamplerOptions, type TokenLogprob } from "./sampler.ts";
+export { Sampler } from "./sampler.ts";
+export type { SamplerOptions, TokenLogprob } from "./sampler_options.ts";
 export { StopMatcher, type StopMatchResult } from "./stop_matcher.ts";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { Sampler, type SamplerOptions } from "./sampler.ts";
+import { Sampler } from "./sampler.ts";
+import type { SamplerOptions } from "./sampler_options.ts";
 
 const fr = Math.fround;
 
