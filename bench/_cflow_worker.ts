@@ -34,7 +34,7 @@ import {
 } from "../runtime/mod.ts";
 import { Sampler } from "../sampling/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
-import type { CflowJob, ProcMemory } from "./vs_llama.ts";
+import type { CflowJob, ProcMemory } from "./_vs_llama_models.ts";
 
 /**
  * VmHWM and VmRSS from /proc/PID/status, Pss* from /proc/PID/smaps_rollup, in bytes. Deno
