@@ -1,7 +1,7 @@
 // The Sampler's candidate selection: the ranking of tokens (higher logit, then lower id), the
-// bounded heap behind top-k and logprobs, the top-p quickselect and the greedy argmax. Internal
-// to sampling/. Nothing here allocates: selectTop and topPCut rearrange the caller's candidate
-// array in place.
+// bounded heap behind top-k and logprobs, the top-p quickselect, the greedy argmax and the
+// softmax's log normalizer that logprobs use. Internal to sampling/. Nothing here allocates:
+// selectTop and topPCut rearrange the caller's candidate array in place.
 
 /** `a` ranks before `b`: a higher logit, or the same logit and a lower id. */
 export function before(w: Float32Array, a: number, b: number): boolean {
@@ -114,4 +114,17 @@ export function argmax(w: Float32Array, mask: Uint8Array | null): number {
     }
   }
   return best;
+}
+
+/**
+ * `[max, log Σ exp(w - max)]` over w's finite entries (max -Infinity when there are none):
+ * `w_i - max - logSum` keeps full precision even for huge logits.
+ */
+export function logNormalizer(w: Float32Array): [number, number] {
+  let max = -Infinity;
+  for (let i = 0; i < w.length; i++) if (w[i] > max) max = w[i];
+  if (max === -Infinity) return [max, 0];
+  let s = 0;
+  for (let i = 0; i < w.length; i++) s += Math.exp(w[i] - max);
+  return [max, Math.log(s)];
 }

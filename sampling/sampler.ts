@@ -7,8 +7,15 @@
 
 import { openedKernels } from "../ffi/kernels.ts";
 import { Xoshiro128ss } from "./_prng.ts";
-import { argmax, before, selectTop, topPCut } from "./_select.ts";
-import { describe, MAX_PENALTY_LAST_N, MAX_VOCAB, num, OPTION_KEYS } from "./_validate.ts";
+import { argmax, before, logNormalizer, selectTop, topPCut } from "./_select.ts";
+import {
+  describe,
+  MAX_PENALTY_LAST_N,
+  MAX_VOCAB,
+  num,
+  OPTION_KEYS,
+  readBias,
+} from "./_validate.ts";
 import type { SamplerOptions, TokenLogprob } from "./sampler_options.ts";
 
 const F32_MAX = 3.4028234663852886e38;
@@ -193,46 +200,13 @@ export class Sampler {
     this.seed = seed;
     this.#rng = new Xoshiro128ss(seed);
 
-    const bias = this.#readBias(options.logitBias);
+    const bias = readBias(options.logitBias, vocabSize);
     this.#biasIds = Int32Array.from(bias.keys());
     this.#biasValues = Float64Array.from(bias.values());
 
     this.#ring = new Int32Array(this.#penalties ? lastN : 0);
     this.#counts = new Uint32Array(this.#penalties ? vocabSize : 0);
     this.#stamp = new Uint32Array(this.#penalties ? vocabSize : 0);
-  }
-
-  #readBias(raw: unknown): Map<number, number> {
-    const out = new Map<number, number>();
-    if (raw === undefined) return out;
-    let entries: Iterable<[unknown, unknown]>;
-    if (raw instanceof Map) {
-      entries = raw.entries();
-    } else if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
-      entries = Object.entries(raw).map(([k, v]): [unknown, unknown] => {
-        if (!/^(0|[1-9][0-9]*)$/.test(k)) {
-          throw new RangeError(`Sampler: logitBias key ${JSON.stringify(k)} is not a token id`);
-        }
-        return [Number(k), v];
-      });
-    } else {
-      throw new TypeError(`Sampler: logitBias must be a Map or a record, got ${describe(raw)}`);
-    }
-    for (const [id, bias] of entries) {
-      if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
-        throw new RangeError(
-          `Sampler: logitBias token id ${String(id)} is not an integer in [0, ${this.vocabSize})`,
-        );
-      }
-      if (typeof bias !== "number") {
-        throw new TypeError(`Sampler: logitBias[${id}] must be a number, got ${describe(bias)}`);
-      }
-      if (Number.isNaN(bias) || bias === Infinity) {
-        throw new RangeError(`Sampler: logitBias[${id}] ${bias} is not finite or -Infinity`);
-      }
-      out.set(id, bias);
-    }
-    return out;
   }
 
   get #work(): Float32Array {
@@ -592,19 +566,6 @@ export class Sampler {
   }
 
   /**
-   * `[max, log Σ exp(w - max)]` over w's finite entries (max -Infinity when there are none):
-   * `w_i - max - logSum` keeps full precision even for huge logits.
-   */
-  #logNormalizer(w: Float32Array): [number, number] {
-    let max = -Infinity;
-    for (let i = 0; i < w.length; i++) if (w[i] > max) max = w[i];
-    if (max === -Infinity) return [max, 0];
-    let s = 0;
-    for (let i = 0; i < w.length; i++) s += Math.exp(w[i] - max);
-    return [max, Math.log(s)];
-  }
-
-  /**
    * The `n` most likely tokens under the softmax of `logits` as given (the model's own
    * distribution: no penalties, bias or temperature), most likely first (ties to the lower id),
    * with their natural-log probabilities computed in f64. Tokens with logit `-Infinity` are never
@@ -633,7 +594,7 @@ export class Sampler {
       );
     }
     const w = this.#prepare("logprobs", logits, false);
-    const [max, logSum] = this.#logNormalizer(w);
+    const [max, logSum] = logNormalizer(w);
     const cand = this.#cand;
     let count = 0;
     for (let i = 0; i < w.length; i++) if (w[i] > -Infinity) cand[count++] = i;
@@ -671,7 +632,7 @@ export class Sampler {
     const w = this.#prepare("logprobOf", logits, false);
     const v = w[token];
     if (v === -Infinity) return -Infinity;
-    const [max, logSum] = this.#logNormalizer(w);
+    const [max, logSum] = logNormalizer(w);
     return v - max - logSum;
   }
 }
