@@ -92,8 +92,10 @@ export class Transformer {
   readonly #kv: { caches: { k: number; v: number }[]; layout: KvLayout };
   /** The output head over every row of a batch, made by the first {@link prefillAll}. */
   #outputRows: OutputRows | undefined;
-  /** The output norm over every row of a batch, made by the first hidden-state call. */
-  /** The output norm alone over a batch's rows (hidden states, no head). */
+  /**
+   * The output norm alone over every row of a batch (hidden states, no head), made by the first
+   * hidden-state call.
+   */
   #hiddenRows: OutputRows | undefined;
   /** Expert bytes each layer read in the last call (forward, prefill, trace). */
   #lastExpertBytes: number[] = [];
