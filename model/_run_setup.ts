@@ -89,6 +89,10 @@ export function runShape(c: ModelConfig, options: TransformerOptions): RunShape 
       `model: ${sequences} sequences of ${ctx} positions exceed the 4,194,304 the kernels hold`,
     );
   }
+  const decode = options.decodeThreads;
+  if (decode !== undefined && decode !== "auto" && decode !== "pool" && decode !== "single") {
+    throw new RangeError(`model: decodeThreads ${decode} is not "auto", "pool" or "single"`);
+  }
   const batch = options.batch ?? 64;
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > 1024) {
     throw new RangeError(`model: batch ${batch} is not in [1, 1024]`);
@@ -279,4 +283,41 @@ export function weightOptions(
     evict: options.evict ?? (options.evictSource === false ? "never" : "after-pack"),
     packProgress: options.packProgress,
   };
+}
+
+/**
+ * Whether decode (one token a call) runs on the calling thread alone:
+ * always with one thread or `decodeThreads: "single"`, never with `"pool"`,
+ * and with `"auto"` (the default unless the user chose the thread count)
+ * when one thread measured faster. The measurement times decode steps on
+ * one thread and on the pool, alternating (after a warmup of each), and
+ * keeps the best of each. The steps write position 0 of sequence 0's KV
+ * cache, which any real use overwrites first.
+ *
+ * @example
+ * ```ts ignore
+ * const { single, tuning } = chooseDecodeThreads(plan, kernels, options, config.vocab);
+ * ```
+ */
+export function chooseDecodeThreads(
+  plan: Plan,
+  kernels: { threads: number; sources: { threads: string } },
+  options: TransformerOptions,
+  vocab: number,
+): { single: boolean; tuning?: { singleMs: number; poolMs: number } } {
+  const mode = options.decodeThreads ?? (kernels.sources.threads === "default" ? "auto" : "pool");
+  if (kernels.threads === 1 || mode === "single") return { single: true };
+  if (mode !== "auto") return { single: false };
+  const best = [Infinity, Infinity];
+  const one = Uint32Array.of(Math.min(1, vocab - 1));
+  for (let round = 0; round < 4; round++) {
+    for (const single of [true, false]) {
+      const t0 = performance.now();
+      plan.run(one, 0, single);
+      const ms = performance.now() - t0;
+      if (round > 0) best[single ? 0 : 1] = Math.min(best[single ? 0 : 1], ms);
+    }
+  }
+  const tuning = { singleMs: best[0], poolMs: best[1] };
+  return { single: tuning.singleMs < tuning.poolMs, tuning };
 }

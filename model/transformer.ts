@@ -4,14 +4,15 @@
  * weights (weights.ts) are loaded once, the run's shape, workspace, KV
  * caches (kv_cache.ts) and plan (forward_plan.ts and its blocks) set up
  * once (_run_setup.ts), and `forward`, `prefill` and `step` run the plan,
- * allocating nothing per token.
+ * allocating nothing per token. What each sequence's KV cache holds is
+ * kept apart from the weights (_sequences.ts); the calls that want every
+ * row's output run through _batch_rows.ts, traces through _trace.ts.
  *
  * @module
  */
 
 import {
   type AlignedBuffer,
-  type Buf,
   type Kernels,
   openKernels,
   type Plan,
@@ -19,22 +20,27 @@ import {
 } from "../ffi/mod.ts";
 import type { DirectFile, Stage } from "../ffi/io.ts";
 import { type LoadedTiledFile, loadTiledFile } from "../formats/cflow/mod.ts";
-import { COMBINE_STYLE, type ModelConfig, modelConfig } from "./config.ts";
+import { type ModelConfig, modelConfig } from "./config.ts";
 import type { Schedule } from "../scheduler/mod.ts";
-import { OutputRows } from "./output_rows.ts";
-import type { KvLayout } from "./kv_cache.ts";
 import type { RunState } from "./_plan_state.ts";
-import type { ForwardHead } from "./forward_plan.ts";
 import type {
   HiddenStatesOptions,
   LoadStats,
   StepRow,
   TracePosition,
-  TraceStep,
   TransformerOptions,
 } from "./options.ts";
-import { type RunSetup, runShape, setUpRun, weightOptions } from "./_run_setup.ts";
-import { planStepRows, type StepBatch } from "./step_rows.ts";
+import {
+  chooseDecodeThreads,
+  type RunSetup,
+  runShape,
+  setUpRun,
+  weightOptions,
+} from "./_run_setup.ts";
+import { BatchRows } from "./_batch_rows.ts";
+import { ExpertCounters } from "./_expert_counters.ts";
+import { Sequences } from "./_sequences.ts";
+import { traceTokens } from "./_trace.ts";
 import { ModelWeights } from "./weights.ts";
 
 /**
@@ -72,34 +78,18 @@ export class Transformer {
   readonly #logitsBytes: Uint8Array;
   readonly #logitsOffset: number;
   readonly #one = new Uint32Array(1);
-  #singleThreadDecode = false;
-  /** Workspace offsets of each layer's expert-byte counter (-1: no experts). */
-  readonly #counters: number[];
-  /** Workspace offset of the layers' counters (one u64 each) and a buffer to read them. */
-  readonly #countersAt: number;
-  readonly #counterBytes: Uint8Array;
-  readonly #counterSeen: number[] = [];
+  readonly #singleThreadDecode: boolean;
+  /** The layers' expert-byte counters: per layer in the last call, and in total. */
+  readonly #counters: ExpertCounters;
   readonly #direct: DirectFile | undefined;
   readonly #stage: Stage | undefined;
   /** Workspace offset of the u64 timestamps taken after the embedding and each pass. */
   readonly #times: number;
   readonly #stateBuffers: RunState;
-  /** The output head's operations, its norm's workspace offset and input (forward_plan.ts). */
-  readonly #head: ForwardHead;
-  /** Per sequence, how many leading positions its KV cache holds (a high-water mark). */
-  readonly #filled: number[];
-  /** Where each pass's K and V caches are, their element size and KV head count. */
-  readonly #kv: { caches: { k: number; v: number }[]; layout: KvLayout };
-  /** The output head over every row of a batch, made by the first {@link prefillAll}. */
-  #outputRows: OutputRows | undefined;
-  /**
-   * The output norm alone over every row of a batch (hidden states, no head), made by the first
-   * hidden-state call.
-   */
-  #hiddenRows: OutputRows | undefined;
-  /** Expert bytes each layer read in the last call (forward, prefill, trace). */
-  #lastExpertBytes: number[] = [];
-  #totalExpertBytes = 0;
+  /** The per-request state: what each sequence's KV cache holds, and where the caches are. */
+  readonly #seqs: Sequences;
+  /** The calls that want every row's output (prefillAll, step, hiddenStates). */
+  readonly #rows: BatchRows;
   /**
    * The delay-aware schedule the plan follows: per pass, what its
    * attention, dense FFN and experts read and which expert outputs it
@@ -117,7 +107,6 @@ export class Transformer {
     this.contextLength = shape.contextLength;
     if (shape.contextCap !== undefined) this.contextCap = shape.contextCap;
     this.batch = shape.batch;
-    this.#filled = new Array(shape.sequences).fill(0);
 
     // Weights: the tiled runs of the file, packed into panels where that is faster.
     const weights = loaded ?? new ModelWeights(file, c, weightOptions(options, this.#k.variant));
@@ -134,12 +123,33 @@ export class Transformer {
     this.schedule = setup.schedule;
     this.#workspace = setup.workspace;
     this.#plan = setup.plan;
-    this.#head = setup.head;
     this.#stateBuffers = setup.state;
-    this.#kv = setup.kv;
-    this.#countersAt = setup.countersAt;
-    this.#counters = setup.counters;
-    this.#counterBytes = new Uint8Array(8 * c.layers);
+    this.#seqs = new Sequences(
+      {
+        sequences: shape.sequences,
+        context: shape.contextLength,
+        batch: shape.batch,
+        vocab: c.vocab,
+      },
+      setup.kv,
+      setup.workspace,
+    );
+    this.#counters = new ExpertCounters(
+      setup.workspace,
+      setup.countersAt,
+      setup.counters,
+      c.moe !== null,
+    );
+    this.#rows = new BatchRows({
+      config: c,
+      batch: shape.batch,
+      plan: setup.plan,
+      memory: setup.workspace,
+      head: setup.head,
+      sequences: this.#seqs,
+      counters: this.#counters,
+      lastLogits: () => this.#readLogits(),
+    });
     this.#times = setup.times;
     this.#stage = setup.stage;
     this.#direct = setup.direct;
@@ -147,44 +157,18 @@ export class Transformer {
     this.#logits = new Float32Array(c.vocab);
     this.#logitsBytes = new Uint8Array(this.#logits.buffer);
     this.#logitsOffset = s.logits.offset;
-    const mode = options.decodeThreads ??
-      (this.#k.sources.threads === "default" ? "auto" : "pool");
-    let decodeTuning: LoadStats["decodeTuning"];
-    if (this.#k.threads === 1 || mode === "single") {
-      this.#singleThreadDecode = true;
-    } else if (mode === "auto") {
-      decodeTuning = this.#tuneDecode();
-      this.#singleThreadDecode = decodeTuning.singleMs < decodeTuning.poolMs;
-    }
-    this.#readCounters(); // the decode tuning's reads are not the caller's
-    this.#totalExpertBytes = 0;
+    // Decode on the calling thread alone where that measures faster than the pool.
+    const decode = chooseDecodeThreads(this.#plan, this.#k, options, c.vocab);
+    this.#singleThreadDecode = decode.single;
+    this.#counters.reset(); // the decode tuning's reads are not the caller's
     this.loadStats = {
       packed: weights.packed,
       packMs: weights.packMs,
       packedBytes: weights.packedBytes,
       workspaceBytes: setup.workspaceBytes,
       decodeThreads: this.#singleThreadDecode ? 1 : this.#k.threads,
-      decodeTuning,
+      decodeTuning: decode.tuning,
     };
-  }
-
-  /**
-   * Times decode steps on one thread and on the pool, alternating (after a
-   * warmup of each), and returns the best time of each. The steps write
-   * position 0 of the KV cache, which any real use overwrites first.
-   */
-  #tuneDecode(): { singleMs: number; poolMs: number } {
-    const best = [Infinity, Infinity];
-    this.#one[0] = Math.min(1, this.config.vocab - 1);
-    for (let round = 0; round < 4; round++) {
-      for (const single of [true, false]) {
-        const t0 = performance.now();
-        this.#plan.run(this.#one, 0, single);
-        const ms = performance.now() - t0;
-        if (round > 0) best[single ? 0 : 1] = Math.min(best[single ? 0 : 1], ms);
-      }
-    }
-    return { singleMs: best[0], poolMs: best[1] };
   }
 
   /**
@@ -292,47 +276,17 @@ export class Transformer {
     return new Transformer(file, options);
   }
 
-  /** Checks positions of sequence 0 (the single-sequence methods) and marks them held. */
-  #checkPositions(first: number, count: number): void {
-    if (!Number.isSafeInteger(first) || first < 0 || first + count > this.contextLength) {
-      throw new RangeError(
-        `model: positions [${first}, ${
-          first + count
-        }) are outside the context of ${this.contextLength}`,
-      );
-    }
-    this.#filled[0] = Math.max(this.#filled[0], first + count);
-  }
-
   #checkToken(token: number): void {
     if (!Number.isSafeInteger(token) || token < 0 || token >= this.config.vocab) {
       throw new RangeError(`model: token ${token} is not in [0, ${this.config.vocab})`);
     }
   }
 
-  /** Copies the last logits out of the workspace, and the expert counters. */
+  /** Copies the last logits out of the workspace, and reads the expert counters. */
   #readLogits(): Float32Array {
     this.#workspace.read(this.#logitsOffset, this.#logitsBytes.length, this.#logitsBytes);
-    this.#readCounters();
+    this.#counters.read();
     return this.#logits;
-  }
-
-  /** The expert bytes each layer read since the counters were last read. */
-  #readCounters(): void {
-    if (this.config.moe === null) {
-      this.#lastExpertBytes = this.#counters.map(() => 0);
-      return;
-    }
-    this.#workspace.read(this.#countersAt, this.#counterBytes.length, this.#counterBytes);
-    const view = new DataView(this.#counterBytes.buffer);
-    this.#lastExpertBytes = this.#counters.map((off, l) => {
-      if (off < 0) return 0;
-      const now = Number(view.getBigUint64(8 * l, true));
-      const delta = now - (this.#counterSeen[l] ?? 0);
-      this.#counterSeen[l] = now;
-      return delta;
-    });
-    for (const n of this.#lastExpertBytes) this.#totalExpertBytes += n;
   }
 
   /**
@@ -348,7 +302,7 @@ export class Transformer {
    * ```
    */
   get expertBytes(): { perLayer: readonly number[]; total: number } {
-    return { perLayer: this.#lastExpertBytes, total: this.#totalExpertBytes };
+    return { perLayer: this.#counters.last, total: this.#counters.total };
   }
 
   /**
@@ -370,7 +324,7 @@ export class Transformer {
    */
   forward(token: number, pos: number): Float32Array {
     this.#checkToken(token);
-    this.#checkPositions(pos, 1);
+    this.#seqs.claimFirst(pos, 1);
     this.#one[0] = token;
     this.#plan.run(this.#one, pos, this.#singleThreadDecode);
     return this.#readLogits();
@@ -416,8 +370,8 @@ export class Transformer {
    */
   prefill(tokens: readonly number[], pos: number): Float32Array {
     if (tokens.length === 0) throw new RangeError("model: prefill needs at least one token");
-    this.#checkPositions(pos, tokens.length);
     for (const t of tokens) this.#checkToken(t);
+    this.#seqs.claimFirst(pos, tokens.length);
     const ids = Uint32Array.from(tokens);
     for (let i = 0; i < ids.length; i += this.batch) {
       this.#plan.run(ids.subarray(i, Math.min(ids.length, i + this.batch)), pos + i);
@@ -460,41 +414,9 @@ export class Transformer {
     if (!Number.isSafeInteger(from) || from < 0 || from > tokens.length) {
       throw new RangeError(`model: prefillAll from ${from} is not in [0, ${tokens.length}]`);
     }
-    this.#checkPositions(pos, tokens.length);
     for (const t of tokens) this.#checkToken(t);
-    const head = this.#head;
-    const rows = this.#headRows();
-    // Everything up to the output section, which would compute the last row's logits only.
-    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
-    const ids = Uint32Array.from(tokens);
-    for (let i = 0; i < ids.length; i += this.batch) {
-      const n = Math.min(ids.length - i, this.batch);
-      this.#plan.runOps(ids.subarray(i, i + n), pos + i, 0, output);
-      if (i + n > from) {
-        rows.run(
-          this.#workspace,
-          head.input,
-          Math.max(0, from - i),
-          n,
-          (l, r) => onLogits(l, i + r),
-        );
-      }
-    }
-    this.#readCounters();
-  }
-
-  /** The output head over every row of a batch, made on first use. */
-  #headRows(): OutputRows {
-    const head = this.#head;
-    this.#outputRows ??= new OutputRows({
-      ops: head.ops,
-      norm: new Float32Array(this.#workspace.read(head.norm, this.config.hidden * 4).buffer),
-      hidden: this.config.hidden,
-      vocab: this.config.vocab,
-      batch: this.batch,
-      inputStride: head.input.stride,
-    });
-    return this.#outputRows;
+    this.#seqs.claimFirst(pos, tokens.length);
+    this.#rows.prefillAll(Uint32Array.from(tokens), pos, onLogits, from);
   }
 
   /**
@@ -525,14 +447,7 @@ export class Transformer {
     onRow: (hidden: Float32Array, index: number) => void,
     options: HiddenStatesOptions = {},
   ): Promise<void> {
-    const { batches, output, rows, sequence } = this.#hiddenPlan(tokens, options);
-    for (const b of batches) {
-      options.signal?.throwIfAborted();
-      await this.#plan.runRowsAsync(b.ids, b.bases, b.positions, 0, output);
-      this.#hiddenDone(sequence, b);
-      rows.run(this.#workspace, this.#head.input, 0, b.ids.length, (h, r) => onRow(h, b.first + r));
-    }
-    this.#readCounters();
+    await this.#rows.hiddenAsync(tokens, onRow, options);
   }
 
   /**
@@ -548,60 +463,7 @@ export class Transformer {
     tokens: readonly number[],
     options: Omit<HiddenStatesOptions, "signal"> = {},
   ): Float32Array[] {
-    const { batches, output, rows, sequence } = this.#hiddenPlan(tokens, options);
-    const out: Float32Array[] = [];
-    for (const b of batches) {
-      this.#plan.runRows(b.ids, b.bases, b.positions, 0, output);
-      this.#hiddenDone(sequence, b);
-      rows.run(this.#workspace, this.#head.input, 0, b.ids.length, (h) => out.push(h.slice()));
-    }
-    this.#readCounters();
-    return out;
-  }
-
-  /** The batches of a hidden-state call, checked as a step's rows are. */
-  #hiddenPlan(tokens: readonly number[], options: HiddenStatesOptions): {
-    batches: StepBatch[];
-    output: number;
-    rows: OutputRows;
-    sequence: number;
-  } {
-    if (!Array.isArray(tokens) || tokens.length === 0) {
-      throw new RangeError("model: hidden states need at least one token");
-    }
-    const sequence = options.sequence ?? 0;
-    const position = options.position ?? 0;
-    const { batches } = planStepRows(
-      tokens.map((token, i) => ({ token, sequence, position: position + i, logits: false })),
-      {
-        sequences: this.sequences,
-        context: this.contextLength,
-        batch: this.batch,
-        vocab: this.config.vocab,
-        filled: this.#filled,
-      },
-    );
-    const { hidden, eps } = this.config;
-    // The head's first operation (forward_plan.ts) over every row, and no more: the rows'
-    // "logits" are their normed hidden states.
-    this.#hiddenRows ??= new OutputRows({
-      ops: (b, input, norm, out) =>
-        b.rmsNorm(input, norm, out.logits, hidden, eps, { lastOnly: false }),
-      norm: new Float32Array(this.#workspace.read(this.#head.norm, hidden * 4).buffer),
-      hidden,
-      vocab: hidden,
-      batch: this.batch,
-      inputStride: this.#head.input.stride,
-    });
-    // Everything up to the output section: the head would compute the last row's logits.
-    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
-    return { batches, output, rows: this.#hiddenRows, sequence };
-  }
-
-  /** Records that a batch of a hidden-state call has written its positions. */
-  #hiddenDone(sequence: number, b: StepBatch): void {
-    const next = b.positions[b.positions.length - 1] + 1;
-    this.#filled[sequence] = Math.max(this.#filled[sequence], next);
+    return this.#rows.hidden(tokens, options);
   }
 
   /**
@@ -634,19 +496,7 @@ export class Transformer {
     rows: readonly StepRow[],
     onLogits: (logits: Float32Array, row: number) => void,
   ): void {
-    const plan = this.#stepPlan(rows);
-    for (const batch of plan.batches) {
-      const last = this.#lastOnly(rows, batch.first, batch.ids.length);
-      this.#plan.runRows(
-        batch.ids,
-        batch.bases,
-        batch.positions,
-        0,
-        last ? 0xffffffff : plan.output,
-      );
-      this.#stepHead(rows, batch.first, batch.ids.length, onLogits, last);
-    }
-    this.#stepDone(plan.span);
+    this.#rows.step(rows, onLogits);
   }
 
   /**
@@ -663,29 +513,7 @@ export class Transformer {
     rows: readonly StepRow[],
     onLogits: (logits: Float32Array, row: number) => void,
   ): Promise<void> {
-    const plan = this.#stepPlan(rows);
-    for (const batch of plan.batches) {
-      const last = this.#lastOnly(rows, batch.first, batch.ids.length);
-      await this.#plan.runRowsAsync(
-        batch.ids,
-        batch.bases,
-        batch.positions,
-        0,
-        last ? 0xffffffff : plan.output,
-      );
-      this.#stepHead(rows, batch.first, batch.ids.length, onLogits, last);
-    }
-    this.#stepDone(plan.span);
-  }
-
-  /**
-   * Whether only the last row of a batch wants logits (one decoding
-   * sequence, or a prompt chunk): then the plan's own head computes them, as
-   * in {@link forward}, with no copy of the hidden rows into the batch head.
-   */
-  #lastOnly(rows: readonly StepRow[], first: number, n: number): boolean {
-    for (let r = 0; r < n - 1; r++) if (rows[first + r].logits) return false;
-    return rows[first + n - 1].logits;
+    await this.#rows.stepAsync(rows, onLogits);
   }
 
   /**
@@ -702,72 +530,7 @@ export class Transformer {
    * ```
    */
   copySequence(from: number, to: number, length: number): void {
-    const s = this.sequences;
-    for (const [name, v] of [["from", from], ["to", to]] as const) {
-      if (!Number.isSafeInteger(v) || v < 0 || v >= s) {
-        throw new RangeError(`model: copySequence ${name} ${v} is not in [0, ${s})`);
-      }
-    }
-    if (from === to) throw new RangeError("model: copySequence from and to are the same");
-    if (!Number.isSafeInteger(length) || length < 0 || length > this.#filled[from]) {
-      throw new RangeError(
-        `model: copySequence of ${length} positions; sequence ${from} holds ${this.#filled[from]}`,
-      );
-    }
-    const kv = this.#kv;
-    kv.layout.copyPrefix(this.#workspace, kv.caches.flatMap((c) => [c.k, c.v]), from, to, length);
-    this.#filled[to] = length;
-  }
-
-  /** Checks the rows of a step and cuts them into batches (step_rows.ts). */
-  #stepPlan(rows: readonly StepRow[]): {
-    batches: StepBatch[];
-    span: Map<number, { first: number; next: number }>;
-    output: number;
-  } {
-    const { batches, span } = planStepRows(rows, {
-      sequences: this.sequences,
-      context: this.contextLength,
-      batch: this.batch,
-      vocab: this.config.vocab,
-      filled: this.#filled,
-    });
-    this.#headRows();
-    // Everything up to the output section, which would compute the last row's logits only.
-    const output = this.#plan.sections.find((x) => x.name === "output")!.first;
-    return { batches, span, output };
-  }
-
-  /** The head over each run of consecutive rows of a batch that want logits. */
-  #stepHead(
-    rows: readonly StepRow[],
-    first: number,
-    n: number,
-    onLogits: (logits: Float32Array, row: number) => void,
-    lastOnly: boolean,
-  ): void {
-    if (lastOnly) {
-      onLogits(this.#readLogits(), first + n - 1);
-      return;
-    }
-    const head = this.#outputRows!;
-    for (let r = 0; r < n;) {
-      if (!rows[first + r].logits) {
-        r++;
-        continue;
-      }
-      let end = r + 1;
-      while (end < n && rows[first + end].logits) end++;
-      head.run(this.#workspace, this.#head.input, r, end, (l, k) => onLogits(l, first + k));
-      r = end;
-    }
-  }
-
-  #stepDone(span: Map<number, { first: number; next: number }>): void {
-    for (const [sequence, { next }] of span) {
-      this.#filled[sequence] = Math.max(this.#filled[sequence], next);
-    }
-    this.#readCounters();
+    this.#seqs.copy(from, to, length);
   }
 
   /**
@@ -782,7 +545,7 @@ export class Transformer {
     pos: number,
   ): { sections: { name: string; ms: number }[]; logits: Float32Array } {
     this.#checkToken(token);
-    this.#checkPositions(pos, 1);
+    this.#seqs.claimFirst(pos, 1);
     this.#one[0] = token;
     const sections = this.#plan.sections.map((x) => {
       const t0 = performance.now();
@@ -808,62 +571,21 @@ export class Transformer {
    */
   trace(tokens: readonly number[], pos: number): TracePosition[] {
     if (tokens.length === 0) throw new RangeError("model: trace needs at least one token");
-    this.#checkPositions(pos, tokens.length);
     for (const t of tokens) this.#checkToken(t);
-    const c = this.config;
-    const s = this.#stateBuffers;
-    const row = new Uint8Array(c.hidden * 4);
-    const norm = (buf: Buf) => {
-      this.#workspace.read(buf.offset, row.length, row);
-      const f = new Float32Array(row.buffer);
-      let sum = 0;
-      for (const x of f) sum += x * x;
-      return Math.sqrt(sum);
-    };
-    const streams: [string, Buf][] = this.schedule.style === COMBINE_STYLE.DECOUPLED_STREAMS
-      ? [["s_a", s.x], ["s_f", s.xf]]
-      : this.schedule.style === COMBINE_STYLE.PIPELINE_REGISTERS
-      ? [["A", s.x], ["X", s.xf]]
-      : [["x", s.x]];
-    const final = this.schedule.output === "xfm_reg" ? s.xf : s.x;
-    const perLayer = new Array<number>(c.layers).fill(0);
-    const out: TracePosition[] = [];
-    tokens.forEach((token, i) => {
-      this.#one[0] = token;
-      const steps: TraceStep[] = [];
-      let finalNorm = 0;
-      for (const sec of this.#plan.sections) {
-        if (sec.name === "output") finalNorm = norm(final);
-        this.#plan.runOps(this.#one, pos + i, sec.first, sec.last);
-        const m = /^layer (\d+) ffn$/.exec(sec.name);
-        if (m === null) continue;
-        const step = this.schedule.steps[Number(m[1])];
-        const rec: TraceStep = { step: step.step, layer: step.layer, norms: {}, expertBytes: 0 };
-        for (const [name, buf] of streams) rec.norms[name] = norm(buf);
-        if (step.experts !== null && c.moe !== null) {
-          const bytes = new Uint8Array(8 * c.moe.topK);
-          this.#workspace.read(s.sel.offset, bytes.length, bytes);
-          const v = new DataView(bytes.buffer);
-          rec.experts = {
-            ids: Array.from({ length: c.moe.topK }, (_, j) => v.getUint32(j * 4, true)),
-            weights: Array.from(
-              { length: c.moe.topK },
-              (_, j) => v.getFloat32((c.moe!.topK + j) * 4, true),
-            ),
-          };
-          this.#readCounters();
-          rec.expertBytes = this.#lastExpertBytes[step.layer];
-          perLayer[step.layer] += rec.expertBytes;
-        }
-        steps.push(rec);
-      }
-      const logits = this.#readLogits().slice();
-      let argmax = 0;
-      for (let j = 1; j < logits.length; j++) if (logits[j] > logits[argmax]) argmax = j;
-      out.push({ steps, finalNorm, argmax, logits });
-    });
-    this.#lastExpertBytes = perLayer;
-    return out;
+    this.#seqs.claimFirst(pos, tokens.length);
+    return traceTokens(
+      {
+        config: this.config,
+        schedule: this.schedule,
+        plan: this.#plan,
+        memory: this.#workspace,
+        state: this.#stateBuffers,
+        counters: this.#counters,
+        logits: () => this.#readLogits(),
+      },
+      tokens,
+      pos,
+    );
   }
 
   /**
@@ -879,8 +601,8 @@ export class Transformer {
     signal?: AbortSignal,
   ): Promise<Float32Array> {
     if (tokens.length === 0) throw new RangeError("model: prefill needs at least one token");
-    this.#checkPositions(pos, tokens.length);
     for (const t of tokens) this.#checkToken(t);
+    this.#seqs.claimFirst(pos, tokens.length);
     const ids = Uint32Array.from(tokens);
     for (let i = 0; i < ids.length; i += this.batch) {
       await this.#plan.runAsync(
@@ -935,10 +657,7 @@ export class Transformer {
 
   /** Frees the plan, the workspace and the packed weights, and unmaps the file. */
   close(): void {
-    this.#outputRows?.close();
-    this.#outputRows = undefined;
-    this.#hiddenRows?.close();
-    this.#hiddenRows = undefined;
+    this.#rows.close();
     this.#plan.close();
     this.#stage?.close();
     this.#direct?.close();

@@ -208,6 +208,15 @@ Deno.test("step refuses rows that would read what a sequence does not hold", asy
     // forward and prefill are sequence 0: what they run counts as held.
     model.prefill([1, 2, 3, 4, 5], 0);
     model.step([row(0, 5)], none);
+    // What they refuse does not: a bad token leaves positions 6 and 7 unheld.
+    assert.throws(() => model.prefill([1, -1], 6), /token -1 is not in/);
+    assert.throws(() => model.prefillAll([1, 1e9], 6, none), /token 1000000000 is not in/);
+    assert.throws(() => model.trace([1, 0.5], 6), /token 0.5 is not in/);
+    assert.throws(() => model.step([row(0, 7)], none), /holds 6 positions; position 7/);
+    assert.throws(
+      () => Transformer.load(path, { decodeThreads: "two" as "pool" }),
+      /decodeThreads two is not "auto", "pool" or "single"/,
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
