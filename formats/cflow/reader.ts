@@ -11,22 +11,14 @@
 import type { ByteSource } from "../byte_source.ts";
 import {
   ALIGN,
-  ARCH_IDS,
   BLOCK_HEADER_BYTES,
   CFLOW_MAGIC,
-  CFLOW_VERSION,
-  CFLOW_VERSION_MIN,
-  decodeGlobalHeader,
-  decodeGroupDescriptor,
-  decodeVFlowHeader,
   ENTRY_BYTES,
   ENTRY_KIND,
   type EntryDescriptor,
   type Geometry,
-  GLOBAL_HEADER_BYTES,
   GROUP_DESCRIPTOR_BYTES,
   type GroupDescriptor,
-  headerCrc,
   MATRIX,
   SECTION,
   SECTION_DESCRIPTOR_BYTES,
@@ -35,30 +27,14 @@ import {
   STAGE,
   VFLOW_HEADER_BYTES,
   VFLOW_MAGIC,
-  VFLOW_VERSION,
-  VFLOW_VERSION_MIN,
-  vflowHeaderCrc,
   VOCAB_LAYER,
 } from "./container.ts";
 import { crc32 } from "./crc32.ts";
-import {
-  decodeTilePayload,
-  matrixTileBytes,
-  maxTileType,
-  QUANT_GROUP,
-  rowBytes,
-  TILE_HEADER_BYTES,
-} from "./tile.ts";
+import { decodeTilePayload, matrixTileBytes, rowBytes, TILE_HEADER_BYTES } from "./tile.ts";
 import { Checker } from "./_checker.ts";
-import {
-  GLOBAL_OFFSETS,
-  parseMetadata,
-  readSectionTable,
-  validateCombine,
-  validateGeometry,
-  VFLOW_OFFSETS,
-} from "./_headers.ts";
+import { parseMetadata, readSectionTable } from "./_headers.ts";
 import { checkShapes, readBlock, walkTiles } from "./_blocks.ts";
+import { readCflowHeader, readVflowHeader, vflowMetadataGeometry } from "./_file_header.ts";
 
 /** Caps on what a header may declare. */
 export const LIMITS = {
@@ -126,17 +102,6 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** Byte offset of a top-level `"key"` in the metadata (its section's start if absent). */
-function metadataKeyOffset(src: ByteSource, sec: SectionDescriptor, key: string): number {
-  const bytes = src.read(sec.offset, sec.length, "metadata");
-  const needle = new TextEncoder().encode(JSON.stringify(key));
-  outer: for (let i = 0; i + needle.length <= bytes.length; i++) {
-    for (let j = 0; j < needle.length; j++) if (bytes[i + j] !== needle[j]) continue outer;
-    return sec.offset + i;
-  }
-  return sec.offset;
-}
-
 /** Indices of sections whose bytes do not match their CRC-32. */
 function badSections(src: ByteSource, sections: readonly SectionDescriptor[]): number[] {
   const bad: number[] = [];
@@ -200,119 +165,10 @@ export function readTiledFile(
 ): TiledFile {
   const c = new Checker(src);
   const format = sniffTiled(src) ?? c.fail("magic", 0, "not a .cflow or .vflow file");
-  let geometry: Geometry;
-  let version: number;
-  let sectionTableOffset: number;
-  let groups: GroupDescriptor[] = [];
-  let headerBytes: number;
-  if (format === "cflow") {
-    headerBytes = GLOBAL_HEADER_BYTES;
-    const bytes = src.read(0, GLOBAL_HEADER_BYTES, "header");
-    const h = decodeGlobalHeader(bytes);
-    c.check(
-      h.version >= CFLOW_VERSION_MIN && h.version <= CFLOW_VERSION,
-      "version",
-      8,
-      `${h.version}, this reader supports ${CFLOW_VERSION_MIN}..${CFLOW_VERSION}`,
-    );
-    c.maxTileType = maxTileType(h.version);
-    c.check(headerCrc(bytes) === h.headerCrc, "header_crc32", 76, "checksum mismatch");
-    c.check(bytes[70] === 0 && bytes[71] === 0, "reserved", 70, "must be zero");
-    c.check(
-      h.quantGroup === QUANT_GROUP,
-      "quant_group",
-      56,
-      `${h.quantGroup}, only ${QUANT_GROUP} is supported`,
-    );
-    validateGeometry(c, h, 0, GLOBAL_OFFSETS);
-    validateCombine(c, h, (k) => GLOBAL_OFFSETS[k]);
-    geometry = h;
-    version = h.version;
-    sectionTableOffset = h.sectionTableOffset;
-  } else {
-    headerBytes = VFLOW_HEADER_BYTES;
-    const bytes = src.read(0, VFLOW_HEADER_BYTES, "header");
-    const h = decodeVFlowHeader(bytes);
-    c.check(
-      h.version >= VFLOW_VERSION_MIN && h.version <= VFLOW_VERSION,
-      "version",
-      8,
-      `${h.version}, this reader supports ${VFLOW_VERSION_MIN}..${VFLOW_VERSION}`,
-    );
-    // .vflow 2 carries the tile types of .cflow 6.
-    c.maxTileType = maxTileType(h.version >= VFLOW_VERSION ? CFLOW_VERSION : CFLOW_VERSION_MIN);
-    c.check(vflowHeaderCrc(bytes) === h.headerCrc, "header_crc32", 52, "checksum mismatch");
-    version = h.version;
-    sectionTableOffset = h.sectionTableOffset;
-    geometry = {
-      archId: 0,
-      hidden: h.hidden,
-      layers: h.layers,
-      heads: h.heads,
-      kvHeads: h.kvHeads,
-      headDim: h.headDim,
-      ffnHidden: h.ffnHidden,
-      experts: h.experts,
-      topK: h.topK,
-      expertFfnHidden: 0,
-      vocab: h.vocab,
-      tileRows: h.tileRows,
-      tileCols: h.tileCols,
-      quantGroup: QUANT_GROUP,
-      quantType: h.quantType,
-      slidingWindow: 0,
-      slidingPattern: 0,
-      denseDelay: h.denseDelay,
-      expertDelay: h.expertDelay,
-      combineStyle: h.combineStyle,
-      styleParam: 0,
-      featureFlags: h.featureFlags,
-      finalLogitSoftcap: 0,
-    };
-    validateGeometry(c, geometry, 0, VFLOW_OFFSETS);
-    c.range(h.groupCount, 1, h.layers, "group_count", 46);
-    c.check(
-      h.groupTableOffset === VFLOW_HEADER_BYTES,
-      "group_table_offset",
-      48,
-      `${h.groupTableOffset}, expected ${VFLOW_HEADER_BYTES}`,
-    );
-    const table = src.read(
-      h.groupTableOffset,
-      h.groupCount * GROUP_DESCRIPTOR_BYTES,
-      "group_table",
-    );
-    const tv = new DataView(table.buffer);
-    let next = 0;
-    for (let i = 0; i < h.groupCount; i++) {
-      const d = decodeGroupDescriptor(tv, i * GROUP_DESCRIPTOR_BYTES);
-      const at = h.groupTableOffset + i * GROUP_DESCRIPTOR_BYTES;
-      c.check(d.reserved === 0n, `groups[${i}].reserved`, at + 40, "must be zero");
-      c.check(
-        d.firstLayer === next && d.layerCount >= 1 && d.firstLayer + d.layerCount <= h.layers,
-        `groups[${i}].first_layer`,
-        at,
-        `layers ${d.firstLayer}+${d.layerCount} do not continue from ${next}`,
-      );
-      next = d.firstLayer + d.layerCount;
-      groups.push(d);
-    }
-    c.check(
-      next === h.layers,
-      "group_table",
-      h.groupTableOffset,
-      `groups cover ${next} of ${h.layers} layers`,
-    );
-    groups = groups.map((x) => ({
-      firstLayer: x.firstLayer,
-      layerCount: x.layerCount,
-      offset: x.offset,
-      length: x.length,
-      attentionOffset: x.attentionOffset,
-      ffnOffset: x.ffnOffset,
-    }));
-  }
-  const g = geometry;
+  // The header (and a .vflow file's group table).
+  const head = format === "cflow" ? readCflowHeader(c) : readVflowHeader(c);
+  const { version, sectionTableOffset, groups, headerBytes } = head;
+  const g = head.geometry;
   // Before anything is read at the offset (the .vflow count below), so that
   // an offset past the end is reported at the header field that holds it.
   c.check(
@@ -395,56 +251,7 @@ export function readTiledFile(
     }
   }
   const metadata = parseMetadata(c, sections[0]);
-  if (format === "vflow") {
-    // The .vflow header has no arch_id or style_param: both come from the
-    // metadata (`architecture`, `style_param`).
-    const arch = metadata.architecture;
-    g.archId = typeof arch === "string" ? ARCH_IDS[arch] ?? 0 : 0;
-    const sp = metadata.style_param;
-    const spAt = metadataKeyOffset(src, sections[0], "style_param");
-    c.check(
-      sp === undefined || (Number.isInteger(sp) && (sp as number) >= 0 && (sp as number) <= 255),
-      "metadata.style_param",
-      spAt,
-      `${JSON.stringify(sp)} is not an integer 0..255`,
-    );
-    g.styleParam = (sp as number | undefined) ?? 0;
-    validateCombine(c, g, (k) => k === "styleParam" ? spAt : VFLOW_OFFSETS[k]);
-    // So are the soft-cap, the sliding window and pattern and the expert
-    // width: the writer's `hyperparameters` object.
-    const hp = metadata.hyperparameters;
-    if (hp !== null && typeof hp === "object" && !Array.isArray(hp)) {
-      const h = hp as Record<string, unknown>;
-      const hpAt = metadataKeyOffset(src, sections[0], "hyperparameters");
-      const int = (key: string, max: number): number => {
-        const v = h[key] ?? 0;
-        c.check(
-          Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= max,
-          `metadata.hyperparameters.${key}`,
-          hpAt,
-          `${JSON.stringify(v)} is not an integer 0..${max}`,
-        );
-        return v as number;
-      };
-      g.slidingWindow = int("slidingWindow", 0xffffffff);
-      g.slidingPattern = int("slidingPattern", 255);
-      g.expertFfnHidden = int("expertFfnHidden", 0xffffffff);
-      const cap = h.finalLogitSoftcap ?? 0;
-      c.check(
-        typeof cap === "number" && Number.isFinite(cap) && cap >= 0,
-        "metadata.hyperparameters.finalLogitSoftcap",
-        hpAt,
-        `${JSON.stringify(cap)} is not a finite number >= 0`,
-      );
-      g.finalLogitSoftcap = Math.fround(cap as number);
-      c.check(
-        g.slidingPattern === 0 || g.slidingWindow > 0,
-        "metadata.hyperparameters.slidingPattern",
-        hpAt,
-        "a sliding pattern without a sliding window",
-      );
-    }
-  }
+  if (format === "vflow") vflowMetadataGeometry(c, g, sections[0], metadata);
   const blocks: Block[] = [];
   const experts = new Map<number, ExpertBank>();
   if (format === "cflow") {
