@@ -3,6 +3,7 @@
  * the launcher's scoped permissions.
  */
 import assert from "node:assert/strict";
+import { relative } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
 import { VERSION } from "../version.ts";
 import { TEST_CACHE_ENV } from "./util/test_models.ts";
@@ -162,6 +163,25 @@ Deno.test("a missing file or folder is named plainly, before any permission is n
   assert.equal(r.code, 1, r.stderr);
   assert.match(r.stderr, new RegExp(`^cflow: error: convert: no such folder: ${dir} `));
   assert.doesNotMatch(r.stderr, /allow-|os error/);
+});
+
+Deno.test("a model named through a link is read (the Hugging Face cache's snapshots/ -> blobs/)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cflow-link-" });
+  try {
+    await Deno.mkdir(`${dir}/blobs`);
+    await Deno.mkdir(`${dir}/snapshots`);
+    await Deno.copyFile(`${ROOT}tests/fixtures/gguf/all_types.gguf`, `${dir}/blobs/0123abcd`);
+    await Deno.symlink("../blobs/0123abcd", `${dir}/snapshots/model.gguf`);
+    // By its absolute path, and by a relative one (the launcher runs in this process's folder).
+    const named = `${dir}/snapshots/model.gguf`;
+    for (const name of [named, relative(Deno.cwd(), named)]) {
+      const r = await cflow(["inspect", name]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /format {8}gguf v3/);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("serve on a port already taken says so, with the address, before loading the model", async () => {
