@@ -97,7 +97,12 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
   );
   const dir = options.cache ?? cacheDir();
   await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-  const base = real.split("/").filter((p) => p !== "").pop() ?? "model";
+  // Named as the user named it: a model in the Hugging Face cache is a link named for the
+  // model into blobs/, named for its hash. The key is the real file's, so a link and the
+  // file it leads to share one conversion when their names agree.
+  const parts = path.split("/").filter((p) => p !== "" && p !== ".");
+  const named = parts.includes("..") ? undefined : parts.pop();
+  const base = named ?? real.split("/").filter((p) => p !== "").pop() ?? "model";
   const target = `${dir}/${base.replace(/\.gguf$/i, "")}-${key}.${quant}.cflow`;
   try {
     await Deno.stat(target);
