@@ -1,6 +1,6 @@
 /**
  * The parts of a `tokenizer.json` pipeline cflow runs: normalizers,
- * pre-tokenizers, the BPE model and decoders, each following the
+ * pre-tokenizers and the BPE model (decoders: _hf_decoder.ts), each following the
  * `tokenizers` implementation of the same name. Every reader checks its JSON
  * and throws a {@link FormatError} naming the path (`pre_tokenizer.pretokenizers[1].behavior`).
  *
@@ -10,7 +10,7 @@
 import { FormatError } from "../formats/errors.ts";
 import { mergeSymbols, MergeTable } from "./_bpe.ts";
 import { GPT2_PATTERN, onigToRegExp } from "./_hf_regex.ts";
-import { BYTE_TO_CHAR, CHAR_TO_BYTE, cpFlags, NUMBER, utf8, WHITESPACE } from "./_unicode.ts";
+import { BYTE_TO_CHAR, cpFlags, NUMBER, utf8, WHITESPACE } from "./_unicode.ts";
 
 /** A JSON object being read, with its path for error messages. */
 export class Node {
@@ -121,7 +121,7 @@ export function kind(v: unknown): string {
 /** A `{ "String": … }` or `{ "Regex": … }` pattern. */
 type Pattern = { readonly literal: string } | { readonly regex: RegExp };
 
-function pattern(node: Node, key: string): Pattern {
+export function pattern(node: Node, key: string): Pattern {
   const p = node.child(key);
   if (p === undefined) throw node.fail(key, "required pattern is missing");
   if (p.raw("String") !== undefined) return { literal: p.string("String") };
@@ -159,7 +159,7 @@ function findAll(text: string, p: Pattern): [number, number][] {
   return out;
 }
 
-function replaceAll(text: string, p: Pattern, content: string): string {
+export function replaceAll(text: string, p: Pattern, content: string): string {
   if ("literal" in p) return p.literal.length === 0 ? text : text.replaceAll(p.literal, content);
   p.regex.lastIndex = 0;
   return text.replace(p.regex, () => content);
@@ -193,7 +193,7 @@ function trimWs(text: string, left: boolean, right: boolean): string {
 
 const MAX_DEPTH = 16;
 
-function checkDepth(node: Node, depth: number): void {
+export function checkDepth(node: Node, depth: number): void {
   if (depth > MAX_DEPTH) throw node.fail(undefined, `Sequence nested deeper than ${MAX_DEPTH}`);
 }
 
@@ -557,131 +557,4 @@ export function readBpe(node: Node): BpeModel {
       return got;
     },
   };
-}
-
-// ------------------------------------------------------------------- decoders
-
-/** A token on its way through the decoder: text, or bytes once a step produced them. */
-type Value = string | Uint8Array;
-
-/** One decoder step applied to each token (`index` is the token's position after skipping). */
-type TokenStep = (v: Value, index: number) => Value;
-
-/** A compiled decoder. */
-export interface Decoder {
-  /** Steps applied to each token. */
-  readonly perToken: readonly TokenStep[];
-  /** Whether a step strips the first token's leading space (Metaspace). */
-  readonly stripFirst: boolean;
-  /** Leading characters a whole-text Strip removes (after Fuse): the character and count. */
-  readonly stripWhole?: { readonly char: string; readonly count: number };
-  /** Whole-text steps after Fuse (except the leading strip). */
-  readonly finish: ((text: Uint8Array) => Uint8Array)[];
-}
-
-const encoder = new TextEncoder();
-const lossy = new TextDecoder("utf-8", { ignoreBOM: true });
-
-function asString(v: Value): string {
-  return typeof v === "string" ? v : lossy.decode(v);
-}
-
-function stripChars(text: string, ch: string, start: number, stop: number): string {
-  const chars = [...text];
-  let s = 0;
-  while (s < start && s < chars.length && chars[s] === ch) s++;
-  let e = chars.length;
-  for (let k = 0; k < stop && e > s && chars[e - 1] === ch; k++) e--;
-  return chars.slice(s, e).join("");
-}
-
-/** Reads a `decoder`; undefined for none. */
-export function readDecoder(node: Node | undefined): Decoder | undefined {
-  if (node === undefined) return undefined;
-  const steps: Node[] = [];
-  const flatten = (n: Node, depth: number) => {
-    checkDepth(n, depth);
-    if (n.type() === "Sequence") n.children("decoders").forEach((c) => flatten(c, depth + 1));
-    else steps.push(n);
-  };
-  flatten(node, 0);
-  const perToken: TokenStep[] = [];
-  const finish: ((t: Uint8Array) => Uint8Array)[] = [];
-  let fused = false;
-  let stripFirst = false;
-  let stripWhole: { char: string; count: number } | undefined;
-  for (const n of steps) {
-    const type = n.type();
-    switch (type) {
-      case "Fuse":
-        fused = true;
-        break;
-      case "Replace": {
-        const p = pattern(n, "pattern");
-        const content = n.string("content");
-        if (fused) {
-          finish.push((t) => encoder.encode(replaceAll(lossy.decode(t), p, content)));
-        } else {
-          perToken.push((v) => replaceAll(asString(v), p, content));
-        }
-        break;
-      }
-      case "ByteFallback":
-        if (!fused) {
-          perToken.push((v) => {
-            if (
-              typeof v !== "string" || v.length !== 6 || !v.startsWith("<0x") || !v.endsWith(">")
-            ) return v;
-            const b = parseInt(v.slice(3, 5), 16);
-            return /^[0-9A-Fa-f]{2}$/.test(v.slice(3, 5)) ? Uint8Array.of(b) : v;
-          });
-        }
-        break;
-      case "ByteLevel":
-        perToken.push((v) => {
-          if (typeof v !== "string") return v;
-          const out = new Uint8Array(v.length);
-          for (let i = 0; i < v.length; i++) {
-            const b = CHAR_TO_BYTE.get(v.charCodeAt(i));
-            if (b === undefined) return encoder.encode(v);
-            out[i] = b;
-          }
-          return out;
-        });
-        break;
-      case "Strip": {
-        const ch = n.string("content");
-        const start = n.uint("start", 0);
-        const stop = n.uint("stop", 0);
-        if (fused) {
-          if (start > 0) stripWhole = { char: ch, count: start };
-          if (stop > 0) {
-            finish.push((t) => encoder.encode(stripChars(lossy.decode(t), ch, 0, stop)));
-          }
-        } else {
-          perToken.push((v) => stripChars(asString(v), ch, start, stop));
-        }
-        break;
-      }
-      case "Metaspace": {
-        const replacement = n.string("replacement");
-        let scheme = n.optString("prepend_scheme");
-        if (scheme === undefined) scheme = n.bool("add_prefix_space", true) ? "always" : "never";
-        perToken.push((v) => asString(v).replaceAll(replacement, " "));
-        if (scheme !== "never") stripFirst = true;
-        break;
-      }
-      default:
-        throw n.fail("type", `unsupported decoder "${type}"`);
-    }
-  }
-  return { perToken, stripFirst, ...(stripWhole ? { stripWhole } : {}), finish };
-}
-
-/** Bytes of one token through a decoder's per-token steps. */
-export function renderToken(decoder: Decoder | undefined, token: string): Uint8Array {
-  if (decoder === undefined) return utf8(token);
-  let v: Value = token;
-  for (const step of decoder.perToken) v = step(v, 1);
-  return typeof v === "string" ? utf8(v) : v;
 }

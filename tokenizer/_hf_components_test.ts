@@ -5,14 +5,8 @@
 import assert from "node:assert/strict";
 import { FormatError } from "../formats/errors.ts";
 import { corpus, fixture, short } from "./_test_utils.ts";
-import {
-  Node,
-  type Piece,
-  readDecoder,
-  readNormalizer,
-  readPreTokenizer,
-  renderToken,
-} from "./_hf_components.ts";
+import { Node, type Piece, readNormalizer, readPreTokenizer } from "./_hf_components.ts";
+import { readDecoder, renderToken } from "./_hf_decoder.ts";
 import { GPT2_PATTERN, onigToRegExp } from "./_hf_regex.ts";
 
 function pre(json: unknown): (text: string) => string[] {

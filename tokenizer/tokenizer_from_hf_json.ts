@@ -12,11 +12,10 @@ import {
   Node,
   type Piece,
   readBpe,
-  readDecoder,
   readNormalizer,
   readPreTokenizer,
-  renderToken,
 } from "./_hf_components.ts";
+import { readDecoder, renderToken } from "./_hf_decoder.ts";
 import { addedSet, type AddedToken, splitAdded } from "./_special.ts";
 import { utf8 } from "./_unicode.ts";
 import type { Tokenizer } from "./tokenizer.ts";
