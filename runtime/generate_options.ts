@@ -105,7 +105,6 @@ export interface GenerationStats {
   decodeTokS: number;
   /** Milliseconds from the first generated token to the last. */
   decodeMs?: number;
-  /** Why generation stopped. */
   /**
    * Why generation stopped; "grammar": the output is complete under the
    * {@link GenerateOptions.constraint} and nothing more may follow.
