@@ -46,10 +46,7 @@ export class ExpertCounters {
 
   /** Sets {@link last} to the bytes each layer read since the previous read, and adds them up. */
   read(): void {
-    if (!this.#moe) {
-      this.last = this.#layers.map(() => 0);
-      return;
-    }
+    if (!this.#moe) return; // `last` stays the zeros it was made with: no allocation per token
     this.#memory.read(this.#at, this.#bytes.length, this.#bytes);
     const view = new DataView(this.#bytes.buffer);
     this.last = this.#layers.map((off, l) => {

@@ -43,9 +43,7 @@ export interface FileHead {
 
 /** The `.cflow` global header, checked (and the tile types its version allows set on `c`). */
 export function readCflowHeader(c: Checker): FileHead {
-  const src = c.src;
-  const headerBytes = GLOBAL_HEADER_BYTES;
-  const bytes = src.read(0, GLOBAL_HEADER_BYTES, "header");
+  const bytes = c.src.read(0, GLOBAL_HEADER_BYTES, "header");
   const h = decodeGlobalHeader(bytes);
   c.check(
     h.version >= CFLOW_VERSION_MIN && h.version <= CFLOW_VERSION,
@@ -64,10 +62,13 @@ export function readCflowHeader(c: Checker): FileHead {
   );
   validateGeometry(c, h, 0, GLOBAL_OFFSETS);
   validateCombine(c, h, (k) => GLOBAL_OFFSETS[k]);
-  const geometry: Geometry = h;
-  const version = h.version;
-  const sectionTableOffset = h.sectionTableOffset;
-  return { geometry, version, sectionTableOffset, groups: [], headerBytes };
+  return {
+    geometry: h,
+    version: h.version,
+    sectionTableOffset: h.sectionTableOffset,
+    groups: [],
+    headerBytes: GLOBAL_HEADER_BYTES,
+  };
 }
 
 /**
@@ -78,7 +79,6 @@ export function readCflowHeader(c: Checker): FileHead {
 export function readVflowHeader(c: Checker): FileHead {
   const src = c.src;
   let groups: GroupDescriptor[] = [];
-  const headerBytes = VFLOW_HEADER_BYTES;
   const bytes = src.read(0, VFLOW_HEADER_BYTES, "header");
   const h = decodeVFlowHeader(bytes);
   c.check(
@@ -90,8 +90,6 @@ export function readVflowHeader(c: Checker): FileHead {
   // .vflow 2 carries the tile types of .cflow 6.
   c.maxTileType = maxTileType(h.version >= VFLOW_VERSION ? CFLOW_VERSION : CFLOW_VERSION_MIN);
   c.check(vflowHeaderCrc(bytes) === h.headerCrc, "header_crc32", 52, "checksum mismatch");
-  const version = h.version;
-  const sectionTableOffset = h.sectionTableOffset;
   const geometry: Geometry = {
     archId: 0,
     hidden: h.hidden,
@@ -160,7 +158,13 @@ export function readVflowHeader(c: Checker): FileHead {
     ffnOffset: x.ffnOffset,
   }));
 
-  return { geometry, version, sectionTableOffset, groups, headerBytes };
+  return {
+    geometry,
+    version: h.version,
+    sectionTableOffset: h.sectionTableOffset,
+    groups,
+    headerBytes: VFLOW_HEADER_BYTES,
+  };
 }
 
 /** Byte offset of a top-level `"key"` in the metadata (its section's start if absent). */
