@@ -34,6 +34,7 @@ import { compileConstraint, type ConstraintSpec, type TokenConstraint } from "..
 import { BatchEngine } from "../runtime/batch_engine.ts";
 import type { GenerationModel } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
+import { findOllamaModel, isOllamaReference } from "../runtime/ollama_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
@@ -548,7 +549,8 @@ export class Model {
 
 /**
  * Loads a model: a `.cflow`/`.vflow` file as it is, a GGUF file or a Hugging Face folder
- * converted once into the cache (later loads reuse the conversion).
+ * converted once into the cache (later loads reuse the conversion), or `ollama:NAME[:TAG]`, the
+ * GGUF file of a model Ollama has pulled (`OLLAMA_MODELS`, else `~/.ollama/models`).
  *
  * @example
  * ```ts ignore
@@ -561,7 +563,9 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   const { quant, cache, threads, ...modelOptions } = options;
   await prepareKernels();
   openKernels(threads === undefined ? undefined : { threads });
-  const file = await resolveModel(path, { quant, cache });
+  // `ollama:NAME[:TAG]`: the GGUF file Ollama keeps for it, converted under its model name.
+  const ollama = isOllamaReference(path) ? await findOllamaModel(path) : undefined;
+  const file = await resolveModel(ollama?.path ?? path, { quant, cache, name: ollama?.name });
   const { model, tokenizer } = openModel(file, modelOptions);
   return new Model(file, model, tokenizer);
 }

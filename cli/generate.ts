@@ -22,7 +22,7 @@ import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { progressBar } from "./progress.ts";
 import { EXIT } from "./exit_codes.ts";
-import { resolveModelArgument } from "./paths.ts";
+import { locateModelArgument } from "./paths.ts";
 
 /** A command-line mistake (exit status 2, `EXIT.USAGE`). */
 export class UsageError extends Error {
@@ -87,11 +87,14 @@ export function speculationOf(
 
 /**
  * Resolves a model for the model commands: a pull alias names the model
- * pulled into the user cache; a GGUF file or HF folder is converted into
- * the cache on first use, with a progress bar when stderr is a terminal.
+ * pulled into the user cache, `ollama:NAME[:TAG]` the GGUF file in
+ * Ollama's store; a GGUF file or HF folder is converted into the cache on
+ * first use, with a progress bar when stderr is a terminal.
  */
 export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): Promise<string> {
-  return await resolveModel(await resolveModelArgument(args.model), {
+  const located = await locateModelArgument(args.model);
+  return await resolveModel(located.path, {
+    name: located.name,
     quant: args.quant,
     progress: progressBar({ label: "converting" }),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),

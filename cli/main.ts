@@ -13,6 +13,7 @@ import { diagnose, formatReport } from "./doctor.ts";
 import { FormatError } from "../formats/errors.ts";
 import { ChatTemplateError, NoChatTemplateError } from "../chat/mod.ts";
 import { formatInspect, inspectPath } from "../inspect/mod.ts";
+import { findOllamaModel, isOllamaReference } from "../runtime/ollama_store.ts";
 import { openKernels, prepareKernels } from "../ffi/mod.ts";
 import { runConvert } from "./convert.ts";
 import {
@@ -433,7 +434,10 @@ export async function main(args: string[]): Promise<number> {
       case "inspect": {
         if (positionals.length !== 2) throw new UsageError("inspect takes one FILE");
         openKernels(options);
-        const report = inspectPath(positionals[1]);
+        const target = positionals[1];
+        const report = inspectPath(
+          isOllamaReference(target) ? (await findOllamaModel(target)).path : target,
+        );
         console.log(json ? JSON.stringify(report, null, 2) : formatInspect(report));
         return report.checksums_ok === false ? EXIT.ERROR : EXIT.OK;
       }

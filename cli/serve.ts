@@ -5,6 +5,7 @@
  * @module
  */
 
+import { isOllamaReference, OLLAMA_PREFIX } from "../runtime/ollama_store.ts";
 import { checkAddress, type RequestLogEntry, startServer } from "../server/mod.ts";
 import { type ModelArgs, packedOption, resolveForCli } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
@@ -72,7 +73,10 @@ export async function runServe(args: ServeArgs): Promise<number> {
     : await resolveForCli({ model: spec.draftModel, quant: args.quant });
   const server = await startServer({
     model: path,
-    modelId: args.model.split("/").filter((p) => p !== "").pop(),
+    // An Ollama model is called as Ollama lists it (`llama3.2:1b`).
+    modelId: isOllamaReference(args.model)
+      ? args.model.slice(OLLAMA_PREFIX.length)
+      : args.model.split("/").filter((p) => p !== "").pop(),
     host: args.host,
     port: args.port,
     parallel: args.parallel,

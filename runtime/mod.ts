@@ -39,6 +39,14 @@ export type {
   GenerationTokenizer,
 } from "./generate.ts";
 export { cacheDir, resolveModel } from "./model_store.ts";
+export {
+  findOllamaModel,
+  isOllamaReference,
+  ollamaStoreDirs,
+  OllamaStoreError,
+  parseOllamaName,
+} from "./ollama_store.ts";
+export type { OllamaModel, OllamaName } from "./ollama_store.ts";
 export { CacheDirError, cacheRoot, convertedDir, modelsDir } from "./cache_paths.ts";
 export type { EnvReader } from "./cache_paths.ts";
 export { BUILTIN_MODELS } from "./builtin.ts";

@@ -67,6 +67,12 @@ export interface ResolveOptions {
   progress?: Progress;
   /** Called once before a conversion starts. */
   onConvert?: (source: string, target: string) => void;
+  /**
+   * Name of the conversion in the cache (default: the file's name as `path` gives it): letters,
+   * digits, `.`, `_` and `-`, not starting with `.`, at most 200 characters. A model in Ollama's
+   * store passes its model name, since its file is named for its digest.
+   */
+  name?: string;
 }
 
 /**
@@ -80,6 +86,12 @@ export interface ResolveOptions {
  * ```
  */
 export async function resolveModel(path: string, options: ResolveOptions = {}): Promise<string> {
+  if (options.name !== undefined && !/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/.test(options.name)) {
+    throw new Error(
+      `model store: conversion name ${JSON.stringify(options.name.slice(0, 300))} is not ` +
+        `letters, digits, '.', '_' and '-' (at most 200, not starting with '.')`,
+    );
+  }
   if (path.startsWith("builtin:")) {
     return await resolveBuiltin(path, () => options.cache ?? cacheDir());
   }
@@ -102,7 +114,7 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
   // file it leads to share one conversion when their names agree.
   const parts = path.split("/").filter((p) => p !== "" && p !== ".");
   const named = parts.includes("..") ? undefined : parts.pop();
-  const base = named ?? real.split("/").filter((p) => p !== "").pop() ?? "model";
+  const base = options.name ?? named ?? real.split("/").filter((p) => p !== "").pop() ?? "model";
   const target = `${dir}/${base.replace(/\.gguf$/i, "")}-${key}.${quant}.cflow`;
   try {
     await Deno.stat(target);

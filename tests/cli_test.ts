@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { relative } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
 import { VERSION } from "../version.ts";
-import { TEST_CACHE_ENV } from "./util/test_models.ts";
+import { SMOLLM2_GGUF, smollm2Present, TEST_CACHE_ENV } from "./util/test_models.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const CFLOW = `${ROOT}cflow`;
@@ -182,6 +182,84 @@ Deno.test("a model named through a link is read (the Hugging Face cache's snapsh
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name: "ollama:NAME runs the GGUF file Ollama keeps for it, as the same file named by its path",
+  ignore: !smollm2Present,
+  async fn() {
+    // A store laid out as `ollama pull` leaves it: the manifest names the blob by its sha256.
+    const store = await Deno.makeTempDir({ prefix: "cflow-ollama-store-" });
+    const cache = await Deno.makeTempDir({ prefix: "cflow-ollama-cache-" });
+    try {
+      const bytes = await Deno.readFile(SMOLLM2_GGUF);
+      const hex = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)))
+        .map((b) => b.toString(16).padStart(2, "0")).join("");
+      await Deno.mkdir(`${store}/blobs`);
+      await Deno.writeFile(`${store}/blobs/sha256-${hex}`, bytes);
+      await Deno.mkdir(`${store}/manifests/registry.ollama.ai/library/smollm2`, {
+        recursive: true,
+      });
+      await Deno.writeTextFile(
+        `${store}/manifests/registry.ollama.ai/library/smollm2/135m`,
+        JSON.stringify({
+          schemaVersion: 2,
+          layers: [
+            {
+              mediaType: "application/vnd.ollama.image.model",
+              digest: `sha256:${hex}`,
+              size: bytes.length,
+            },
+            {
+              mediaType: "application/vnd.ollama.image.license",
+              digest: `sha256:${"0".repeat(64)}`,
+              size: 1,
+            },
+          ],
+        }),
+      );
+      const args = [
+        "--prompt",
+        "The three primary colors are",
+        "-n",
+        "12",
+        "--temperature",
+        "0",
+        "--json",
+      ];
+      // Converted once into the (temporary) cache under the model's name, not its digest.
+      const viaOllama = await cflow(["generate", "--model", "ollama:smollm2:135m", ...args], {
+        OLLAMA_MODELS: store,
+        CFLOW_CACHE: cache,
+      });
+      assert.equal(viaOllama.code, 0, viaOllama.stderr);
+      assert.match(
+        viaOllama.stderr,
+        /converting .*sha256-[0-9a-f]{64} once into .*\/ollama-smollm2-135m-/,
+      );
+      const direct = await cflow(["generate", "--model", SMOLLM2_GGUF, ...args]);
+      assert.equal(direct.code, 0, direct.stderr);
+      assert.equal(JSON.parse(viaOllama.stdout).hash, JSON.parse(direct.stdout).hash);
+      const inspect = await cflow(["inspect", "ollama:smollm2:135m"], { OLLAMA_MODELS: store });
+      assert.equal(inspect.code, 0, inspect.stderr);
+      assert.match(inspect.stdout, new RegExp(`sha256-${hex} \\(${bytes.length} bytes\\)`));
+      // A name Ollama has not pulled: what was looked for, and how to get it.
+      const missing = await cflow(["generate", "--model", "ollama:smollm2", "-n", "1"], {
+        OLLAMA_MODELS: store,
+        CFLOW_CACHE: cache,
+      });
+      assert.equal(missing.code, 1, missing.stderr);
+      assert.equal(
+        missing.stderr,
+        `cflow: error: model store: ollama:smollm2 is not in Ollama's store (no ${store}/manifests/` +
+          `registry.ollama.ai/library/smollm2/latest): run 'ollama pull smollm2' first, or set ` +
+          `OLLAMA_MODELS to Ollama's models folder\n`,
+      );
+    } finally {
+      await Deno.remove(store, { recursive: true });
+      await Deno.remove(cache, { recursive: true });
+    }
+  },
 });
 
 Deno.test("serve on a port already taken says so, with the address, before loading the model", async () => {
