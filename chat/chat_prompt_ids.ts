@@ -7,7 +7,8 @@
  */
 
 import { SpecialLiterals, type Tokenizer } from "../tokenizer/mod.ts";
-import { type ChatMessage, renderChat, type RenderChatOptions } from "./render_chat.ts";
+import { renderChat } from "./render_chat.ts";
+import type { ChatMessage, RenderChatOptions } from "./render_chat_options.ts";
 
 /**
  * Options of {@link chatPromptIds}: those of {@link renderChat} but `escape`, which

@@ -9,7 +9,8 @@ import { ggufTokenizerMetadata, modelPath, MODELS, skipReason } from "../tokeniz
 import { tokenizerFromGgufMetadata } from "../tokenizer/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
 import { chatPromptIds } from "./chat_prompt_ids.ts";
-import { type ChatMessage, renderChat } from "./render_chat.ts";
+import { renderChat } from "./render_chat.ts";
+import type { ChatMessage } from "./render_chat_options.ts";
 
 const GEMMA3_TEMPLATE: string = JSON.parse(
   Deno.readTextFileSync(new URL("../tests/fixtures/chat/cases.json", import.meta.url)),

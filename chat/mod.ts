@@ -43,13 +43,12 @@ export {
 } from "./chat_template_from.ts";
 export { ChatTemplateError, type ChatTemplateErrorKind, NoChatTemplateError } from "./errors.ts";
 export {
-  type ChatMessage,
   DEFAULT_CHAT_MAX_STEPS,
   DEFAULT_CHAT_OUTPUT_LENGTH,
   MAX_CHAT_TEMPLATE_LENGTH,
   renderChat,
-  type RenderChatOptions,
 } from "./render_chat.ts";
+export type { ChatMessage, RenderChatOptions } from "./render_chat_options.ts";
 export type { ConstraintSpec } from "../grammar/constraint_spec.ts";
 export {
   templateMessages,

@@ -2,12 +2,8 @@ import assert from "node:assert/strict";
 import fixture from "../tests/fixtures/chat/cases.json" with { type: "json" };
 import { strftime } from "./_strftime.ts";
 import { ChatTemplateError } from "./errors.ts";
-import {
-  type ChatMessage,
-  DEFAULT_CHAT_OUTPUT_LENGTH,
-  MAX_CHAT_TEMPLATE_LENGTH,
-  renderChat,
-} from "./render_chat.ts";
+import { DEFAULT_CHAT_OUTPUT_LENGTH, MAX_CHAT_TEMPLATE_LENGTH, renderChat } from "./render_chat.ts";
+import type { ChatMessage } from "./render_chat_options.ts";
 
 // tests/fixtures/chat/cases.json is made by tests/reference/gen_chat_fixtures.py with Python
 // jinja2 in the environment transformers renders chat templates with.
