@@ -233,7 +233,7 @@ async function listModels(models: string): Promise<CachedModel[]> {
  * ```ts ignore
  * import { fileByteSource } from "./models.ts";
  * using file = await Deno.open("model.cflow");
- * const src = fileByteSource("model.cflow", file, (await file.stat()).size);
+ * const src = fileByteSource("model.cflow", file, await file.seek(0, Deno.SeekMode.End));
  * console.log(src.read(0, 8).length); // 8
  * ```
  */
@@ -280,7 +280,10 @@ export async function describeConversion(
   path: string,
 ): Promise<{ sourceFile: string | null; quant: string | null; tileTypes: string[] }> {
   using file = await Deno.open(path, { read: true });
-  const tiled = readTiledFile(fileByteSource(path, file, (await file.stat()).size));
+  // The size from a seek, not fstat: Deno checks fstat against where a link leads, which may be
+  // outside what the process may read (every read of the source seeks to its own offset).
+  const size = await file.seek(0, Deno.SeekMode.End);
+  const tiled = readTiledFile(fileByteSource(path, file, size));
   const types = new Set<number>();
   for (const block of tiled.blocks) {
     for (const e of block.entries) {

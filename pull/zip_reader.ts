@@ -102,7 +102,9 @@ export class ZipReader implements Disposable {
   static async open(path: string): Promise<ZipReader> {
     const file = await Deno.open(path, { read: true });
     try {
-      const size = (await file.stat()).size;
+      // The size from a seek, not fstat: Deno checks fstat against where a link leads, which
+      // may be outside what the process may read (every read below seeks to its own offset).
+      const size = await file.seek(0, Deno.SeekMode.End);
       const { cdOffset, entries } = await readCentralDirectory(file, size);
       return new ZipReader(file, size, cdOffset, entries);
     } catch (error) {

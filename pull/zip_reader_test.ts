@@ -135,3 +135,38 @@ Deno.test("zip reader: truncated and corrupt archives give ZipError", async () =
     });
   }
 });
+
+Deno.test("zip reader: a zip named through a link opens with read access to the link alone", async () => {
+  // Deno checks FsFile.stat against where a link leads (as the Hugging Face cache's snapshots/
+  // -> blobs/), so a size from fstat fails there with NotCapable; a seek does not.
+  const dir = await Deno.makeTempDir({ prefix: "cflow-zip-link-" });
+  try {
+    const named = `${dir}/a.zip`;
+    await Deno.symlink(new URL("tiny.zip", FIXTURES).pathname, named);
+    const module = new URL("./zip_reader.ts", import.meta.url).href;
+    await Deno.writeTextFile(
+      `${dir}/probe.ts`,
+      `import { ZipReader } from ${JSON.stringify(module)};\n` +
+        `using zip = await ZipReader.open(${JSON.stringify(named)});\n` +
+        `const parts: number[] = [];\n` +
+        `await zip.extract("hello.txt", (c) => void parts.push(c.length));\n` +
+        `console.log(JSON.stringify([zip.entries.length, parts]));\n`,
+    );
+    const config = new URL("../deno.json", import.meta.url).pathname;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-prompt",
+        `--config=${config}`,
+        `--allow-read=${named}`,
+        `${dir}/probe.ts`,
+      ],
+      stdin: "null",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assertEquals(out.code, 0, stderr);
+    assertEquals(JSON.parse(new TextDecoder().decode(out.stdout)), [3, [13]]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,6 +1,7 @@
 /**
  * What the routes of handler.ts, _openai_routes.ts and the Ollama routes share when they read a
- * request: the JSON content-type check and the ignored-fields policy. Private to the server.
+ * request: the JSON content-type check, the ignored-fields policy and the drain check. Private to
+ * the server.
  *
  * @module
  */
@@ -42,4 +43,22 @@ export function needJson(request: Request, strict: boolean): void {
  */
 export function ignoredOf(state: ServerState, info: RequestInfo): string[] | undefined {
   return state.strict ? undefined : info.ignored;
+}
+
+/**
+ * The state, unless the server drains: then a 503 for a new generation (try another replica).
+ *
+ * @example
+ * ```ts ignore
+ * import { notDraining } from "./_route_util.ts";
+ * await chatCompletions(notDraining(state), request, info);
+ * ```
+ */
+export function notDraining(state: ServerState): ServerState {
+  if (state.draining) {
+    throw new ApiError(503, "the server is shutting down; retry on another replica", {
+      code: "draining",
+    });
+  }
+  return state;
 }

@@ -19,14 +19,12 @@ import { ollamaErrorResponse } from "./ollama_format.ts";
 import { PAGE_CSS, PAGE_HTML, PAGE_JS } from "./page/page.ts";
 import type { SlotPool } from "./slot_pool.ts";
 import { chatCompletions, completions } from "./_openai_routes.ts";
-import { ignoredOf, needJson } from "./_route_util.ts";
+import { ignoredOf, needJson, notDraining } from "./_route_util.ts";
 import {
   type RequestLimits,
   validateDetokenizeRequest,
   validateTokenizeRequest,
 } from "./validate_request.ts";
-
-export { ignoredOf, needJson } from "./_route_util.ts";
 
 /**
  * What the routes share.
@@ -151,24 +149,6 @@ function pageResponse(body: string, type: string): Response {
       "cache-control": "no-cache",
     },
   });
-}
-
-/**
- * The state, unless the server drains: then a 503 for a new generation (try another replica).
- *
- * @example
- * ```ts ignore
- * import { notDraining } from "./handler.ts";
- * await chatCompletions(notDraining(state), request, info);
- * ```
- */
-export function notDraining(state: ServerState): ServerState {
-  if (state.draining) {
-    throw new ApiError(503, "the server is shutting down; retry on another replica", {
-      code: "draining",
-    });
-  }
-  return state;
 }
 
 /** The gauges /metrics reports: what the server holds now. */

@@ -11,7 +11,8 @@ import { chatPromptIds, ChatTemplateError } from "../chat/mod.ts";
 import { VERSION } from "../version.ts";
 import { ApiError, jsonResponse } from "./api_error.ts";
 import { complete } from "./complete.ts";
-import { ignoredOf, needJson, notDraining, type RequestInfo, type ServerState } from "./handler.ts";
+import type { RequestInfo, ServerState } from "./handler.ts";
+import { ignoredOf, needJson, notDraining } from "./_route_util.ts";
 import {
   doneFields,
   ndjsonLine,

@@ -8,7 +8,8 @@
 
 import { jsonResponse } from "./api_error.ts";
 import { embeddingTokens, embedOnSlot } from "./embeddings.ts";
-import { ignoredOf, needJson, type RequestInfo, type ServerState } from "./handler.ts";
+import type { RequestInfo, ServerState } from "./handler.ts";
+import { ignoredOf, needJson } from "./_route_util.ts";
 import { nanoseconds } from "./ollama_format.ts";
 import { readJsonBody } from "./read_json_body.ts";
 import { validateOllamaEmbed } from "./validate_ollama_embed.ts";

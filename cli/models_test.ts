@@ -1,0 +1,38 @@
+import assert from "node:assert/strict";
+import { describeConversion } from "./models.ts";
+
+const CFLOW_FILE = new URL("../models/builtin/arch2_4_combined.cflow", import.meta.url).pathname;
+
+Deno.test("describeConversion: a .cflow named through a link is read with read access to the link alone", async () => {
+  // Deno checks FsFile.stat against where a link leads (as the Hugging Face cache's snapshots/
+  // -> blobs/), so a size from fstat fails there with NotCapable; a seek does not.
+  const dir = await Deno.makeTempDir({ prefix: "cflow-models-link-" });
+  try {
+    const named = `${dir}/m.auto.cflow`;
+    await Deno.symlink(CFLOW_FILE, named);
+    const expected = await describeConversion(named);
+    assert.equal(expected.quant, "q4_0");
+    const module = new URL("./models.ts", import.meta.url).href;
+    await Deno.writeTextFile(
+      `${dir}/probe.ts`,
+      `import { describeConversion } from ${JSON.stringify(module)};\n` +
+        `console.log(JSON.stringify(await describeConversion(${JSON.stringify(named)})));\n`,
+    );
+    const config = new URL("../deno.json", import.meta.url).pathname;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-prompt",
+        `--config=${config}`,
+        `--allow-read=${named}`,
+        `${dir}/probe.ts`,
+      ],
+      stdin: "null",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), expected);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
