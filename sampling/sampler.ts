@@ -6,6 +6,7 @@
  */
 
 import { openedKernels } from "../ffi/kernels.ts";
+import { clampF32, PenaltyWindow } from "./_penalty_window.ts";
 import { Xoshiro128ss } from "./_prng.ts";
 import { argmax, before, logNormalizer, selectTop, topPCut } from "./_select.ts";
 import {
@@ -18,13 +19,7 @@ import {
 } from "./_validate.ts";
 import type { SamplerOptions, TokenLogprob } from "./sampler_options.ts";
 
-const F32_MAX = 3.4028234663852886e38;
 const fr = Math.fround;
-
-function clampF32(x: number): number {
-  const y = fr(x);
-  return y > F32_MAX ? F32_MAX : y < -F32_MAX ? -F32_MAX : y;
-}
 
 /**
  * Chooses the next token from a model's logits. The vocabulary size is fixed at construction,
@@ -100,10 +95,8 @@ export class Sampler {
   readonly #topK: number;
   readonly #topP: number;
   readonly #minP: number;
-  readonly #repeat: number;
-  readonly #presence: number;
-  readonly #frequency: number;
-  readonly #penalties: boolean;
+  /** The penalties' window; absent when no penalty is on. */
+  readonly #penalties?: PenaltyWindow;
   readonly #biasIds: Int32Array;
   readonly #biasValues: Float64Array;
   readonly #rng: Xoshiro128ss;
@@ -113,12 +106,6 @@ export class Sampler {
   #workBuf?: Float32Array;
   #candBuf?: Int32Array;
   #weightBuf?: Float64Array;
-  readonly #ring: Int32Array;
-  #ringLen = 0;
-  #ringPos = 0;
-  readonly #counts: Uint32Array;
-  readonly #stamp: Uint32Array;
-  #epoch = 0;
   /** The worst-ranked candidate kept by the last #truncate. */
   #last = 0;
 
@@ -192,21 +179,21 @@ export class Sampler {
     this.#topP = topP;
     this.#minP = minP;
     // llama.cpp keeps these as f32.
-    this.#repeat = fr(repeat);
-    this.#presence = fr(presence);
-    this.#frequency = fr(frequency);
-    this.#penalties = lastN > 0 &&
-      (this.#repeat !== 1 || this.#presence !== 0 || this.#frequency !== 0);
+    if (lastN > 0 && (fr(repeat) !== 1 || fr(presence) !== 0 || fr(frequency) !== 0)) {
+      this.#penalties = new PenaltyWindow(
+        vocabSize,
+        lastN,
+        fr(repeat),
+        fr(presence),
+        fr(frequency),
+      );
+    }
     this.seed = seed;
     this.#rng = new Xoshiro128ss(seed);
 
     const bias = readBias(options.logitBias, vocabSize);
     this.#biasIds = Int32Array.from(bias.keys());
     this.#biasValues = Float64Array.from(bias.values());
-
-    this.#ring = new Int32Array(this.#penalties ? lastN : 0);
-    this.#counts = new Uint32Array(this.#penalties ? vocabSize : 0);
-    this.#stamp = new Uint32Array(this.#penalties ? vocabSize : 0);
   }
 
   get #work(): Float32Array {
@@ -223,7 +210,7 @@ export class Sampler {
 
   /** Whether #prepare changes any logit: a penalty over recent tokens or a bias. */
   #adjusts(): boolean {
-    return (this.#penalties && this.#ringLen > 0) || this.#biasIds.length > 0;
+    return this.#penalties?.active === true || this.#biasIds.length > 0;
   }
 
   /** Copies logits into the scratch vector, checked; then penalties and bias. */
@@ -246,26 +233,7 @@ export class Sampler {
       w[i] = v;
     }
     if (!adjust) return w;
-    if (this.#penalties && this.#ringLen > 0) {
-      const ring = this.#ring, counts = this.#counts, stamp = this.#stamp;
-      const repeat = this.#repeat, presence = this.#presence, frequency = this.#frequency;
-      if (++this.#epoch === 0x100000000) {
-        stamp.fill(0);
-        this.#epoch = 1;
-      }
-      const epoch = this.#epoch;
-      for (let j = 0; j < this.#ringLen; j++) {
-        const t = ring[j];
-        if (stamp[t] === epoch) continue;
-        stamp[t] = epoch;
-        let v = w[t];
-        if (v === -Infinity) continue;
-        if (repeat !== 1) v = clampF32(v <= 0 ? v * repeat : v / repeat);
-        const c = counts[t];
-        v = clampF32(v - clampF32(clampF32(c * frequency) + presence));
-        w[t] = v;
-      }
-    }
+    if (this.#penalties?.active) this.#penalties.apply(w);
     const ids = this.#biasIds, values = this.#biasValues;
     for (let j = 0; j < ids.length; j++) {
       const t = ids[j], b = values[j];
@@ -528,16 +496,7 @@ export class Sampler {
         `Sampler.accept: token ${token} is not an integer in [0, ${this.vocabSize})`,
       );
     }
-    if (!this.#penalties) return;
-    const ring = this.#ring, counts = this.#counts;
-    if (this.#ringLen === ring.length) {
-      counts[ring[this.#ringPos]]--;
-    } else {
-      this.#ringLen++;
-    }
-    ring[this.#ringPos] = token;
-    counts[token]++;
-    this.#ringPos = this.#ringPos + 1 === ring.length ? 0 : this.#ringPos + 1;
+    this.#penalties?.accept(token);
   }
 
   /**
@@ -557,11 +516,7 @@ export class Sampler {
    * ```
    */
   reset(): void {
-    if (this.#penalties) {
-      for (let j = 0; j < this.#ringLen; j++) this.#counts[this.#ring[j]] = 0;
-    }
-    this.#ringLen = 0;
-    this.#ringPos = 0;
+    this.#penalties?.reset();
     this.#rng.seed(this.seed);
   }
 
