@@ -51,6 +51,10 @@ const ENVIRONMENT: readonly (readonly [string, string])[] = [
   ["XDG_CACHE_HOME", "absolute; the cache is $XDG_CACHE_HOME/cflow when CFLOW_CACHE is unset"],
   ["HF_TOKEN, HF_ENDPOINT", "pull: hub token (sent to the hub host only) and hub URL"],
   ["HF_HUB_OFFLINE", "pull: 1 = the cache only (also CFLOW_OFFLINE)"],
+  [
+    "OLLAMA_MODELS",
+    "--model ollama:NAME: Ollama's models folder (default ~/.ollama/models, then the service's)",
+  ],
   ["NO_COLOR", "any non-empty value turns color off (it is off when not a terminal)"],
 ];
 

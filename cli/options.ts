@@ -50,7 +50,8 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.fromEntries(
       type: "string",
       arg: "M",
       path: true,
-      help: ".cflow, .vflow, GGUF file, HF folder or pull alias (default: SmolLM2-135M-Instruct)",
+      help:
+        ".cflow, .vflow, GGUF file, HF folder, pull alias, hf:REF, or ollama:NAME[:TAG] (a model Ollama pulled) (default: SmolLM2-135M-Instruct)",
     },
     {
       name: "quant",
