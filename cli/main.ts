@@ -28,7 +28,8 @@ import { constraintArg } from "./constraint_arg.ts";
 import { runServe } from "./serve.ts";
 import { runPull } from "./pull.ts";
 import { runAnalyze } from "./analyze.ts";
-import { runList, runRm } from "./models.ts";
+import { runList } from "./models.ts";
+import { runRm } from "./remove_model.ts";
 import {
   commandOptions,
   COMMANDS,

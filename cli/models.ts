@@ -1,44 +1,20 @@
 /**
- * `cflow list` and `cflow rm`: what the user-level cache holds (the models `cflow pull`
- * fetched into `models/`, the `.cflow` conversions in `converted/`) and removing a model
- * with its conversions. Conversions are described from their header, section table,
- * metadata and block directories only (bounded reads; no tile data is read).
+ * `cflow list`: what the user-level cache holds (the models `cflow pull` fetched into
+ * `models/`, the `.cflow` conversions in `converted/`). Conversions are described from their
+ * header, section table, metadata and block directories only (bounded reads; no tile data is
+ * read; describe_conversion.ts). `cflow rm` is remove_model.ts.
  *
  * @module
  */
 
 import { ALIASES, parseSpec, type PypiSpec } from "../pull/parse_spec.ts";
-import { SpecError } from "../pull/errors.ts";
-import { ENTRY_KIND, readTiledFile, TILE_TYPE } from "../formats/cflow/mod.ts";
-import type { ByteSource } from "../formats/byte_source.ts";
 import { FormatError } from "../formats/errors.ts";
 import { cacheRoot } from "../runtime/cache_paths.ts";
 import { UsageError } from "./generate.ts";
 import { EXIT } from "./exit_codes.ts";
-import { aliasPath, hfModelPath, isHfReference } from "./paths.ts";
-
-/**
- * A cache entry that cannot be listed or removed: an unknown or ambiguous name, or a path
- * that leads out of the cache. `path` names the file or folder concerned.
- *
- * @example
- * ```ts
- * import { CacheEntryError } from "./models.ts";
- * const e = new CacheEntryError("/c/models/x.gguf", "rm: x.gguf leads out of the cache");
- * console.log(e.path, e instanceof Error); // "/c/models/x.gguf" true
- * ```
- */
-export class CacheEntryError extends Error {
-  /** Always `"CacheEntryError"`. */
-  override name = "CacheEntryError";
-  /** The file or folder concerned. */
-  readonly path: string;
-  /** Builds the error. */
-  constructor(path: string, message: string) {
-    super(message);
-    this.path = path;
-  }
-}
+import { aliasPath } from "./paths.ts";
+import { basename, realBase, walk } from "./_cache_files.ts";
+import { describeConversion } from "./describe_conversion.ts";
 
 /**
  * One model in `models/`.
@@ -109,53 +85,8 @@ export interface CacheListing {
   conversions: CachedConversion[];
 }
 
-const TILE_NAMES = new Map<number, string>(
-  Object.entries(TILE_TYPE).map(([k, v]) => [v as number, k.toLowerCase()]),
-);
-
 /** Converted file names: `<base>-<12 hex>.<quant>.cflow` (runtime/model_store.ts). */
 const CONVERTED_NAME = /^(.+)-[0-9a-f]{12}\.([a-z0-9_]+)\.cflow$/;
-
-function basename(path: string): string {
-  return path.split("/").filter((p) => p !== "").pop() ?? path;
-}
-
-async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
-  try {
-    return await Deno.lstat(path);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw error;
-  }
-}
-
-/** Files under `dir` (relative paths), never descending into links to folders. */
-async function walk(dir: string, rel = ""): Promise<{ rel: string; size: number }[]> {
-  const out: { rel: string; size: number }[] = [];
-  let entries: Deno.DirEntry[];
-  try {
-    entries = await Array.fromAsync(Deno.readDir(dir));
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return out;
-    throw error;
-  }
-  for (const e of entries.sort((a, b) => a.name < b.name ? -1 : 1)) {
-    if (e.name.startsWith(".")) continue; // .pull/ (pull's records, partial downloads), temp files
-    const r = rel === "" ? e.name : `${rel}/${e.name}`;
-    if (e.isDirectory) out.push(...await walk(`${dir}/${e.name}`, r));
-    else if (e.isFile) out.push({ rel: r, size: (await Deno.lstat(`${dir}/${e.name}`)).size });
-    else if (e.isSymlink) {
-      // A link to a file is listed (its target's size); a link to a folder is not followed.
-      try {
-        const info = await Deno.stat(`${dir}/${e.name}`);
-        if (info.isFile) out.push({ rel: r, size: info.size });
-      } catch {
-        out.push({ rel: r, size: 0 }); // dangling or not readable: listed so that rm can remove it
-      }
-    }
-  }
-  return out;
-}
 
 async function hfManifestSha(models: string, org: string, repo: string) {
   const sha = new Map<string, string>();
@@ -224,89 +155,6 @@ async function listModels(models: string): Promise<CachedModel[]> {
     }
   }
   return out.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-}
-
-/**
- * A source over an open file that reads only the ranges asked for.
- *
- * @example
- * ```ts ignore
- * import { fileByteSource } from "./models.ts";
- * using file = await Deno.open("model.cflow");
- * const src = fileByteSource("model.cflow", file, await file.seek(0, Deno.SeekMode.End));
- * console.log(src.read(0, 8).length); // 8
- * ```
- */
-export function fileByteSource(name: string, file: Deno.FsFile, size: number): ByteSource {
-  return {
-    name,
-    size,
-    read(offset: number, length: number, field = "data"): Uint8Array {
-      if (
-        !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 ||
-        length < 0 || offset > size || length > size - offset
-      ) {
-        throw new FormatError(
-          name,
-          field,
-          Math.max(0, offset | 0),
-          `needs ${length} bytes at ${offset} but the file ends at byte ${size} (truncated?)`,
-        );
-      }
-      const out = new Uint8Array(length);
-      file.seekSync(offset, Deno.SeekMode.Start);
-      for (let got = 0; got < length;) {
-        const n = file.readSync(out.subarray(got));
-        if (n === null) throw new FormatError(name, field, offset + got, "the file ended early");
-        got += n;
-      }
-      return out;
-    },
-  };
-}
-
-/**
- * The `source.file`, `quant` and tile types of a `.cflow` file, from its header, metadata
- * and block directories (no tile data is read).
- *
- * @example
- * ```ts ignore
- * import { describeConversion } from "./models.ts";
- * console.log(await describeConversion("/c/converted/m-0123456789ab.auto.cflow"));
- * // { sourceFile: "m.gguf", quant: "auto", tileTypes: ["f32", "q4_0", "q8_0"] }
- * ```
- */
-export async function describeConversion(
-  path: string,
-): Promise<{ sourceFile: string | null; quant: string | null; tileTypes: string[] }> {
-  using file = await Deno.open(path, { read: true });
-  // The size from a seek, not fstat: Deno checks fstat against where a link leads, which may be
-  // outside what the process may read (every read of the source seeks to its own offset).
-  const size = await file.seek(0, Deno.SeekMode.End);
-  const tiled = readTiledFile(fileByteSource(path, file, size));
-  const types = new Set<number>();
-  for (const block of tiled.blocks) {
-    for (const e of block.entries) {
-      if (e.kind === ENTRY_KIND.TILES || e.kind === ENTRY_KIND.EXPERT_TILES) types.add(e.tileType);
-    }
-  }
-  for (const bank of tiled.experts.values()) {
-    for (const e of [bank.gate, bank.up, bank.down]) types.add(e.tileType);
-  }
-  const source = tiled.metadata.source as Record<string, unknown> | undefined;
-  return {
-    sourceFile: typeof source?.file === "string" ? source.file : null,
-    quant: typeof tiled.metadata.quant === "string" ? tiled.metadata.quant : null,
-    tileTypes: [...types].map((t) => TILE_NAMES.get(t) ?? `type${t}`).sort(),
-  };
-}
-
-async function realBase(path: string): Promise<string> {
-  try {
-    return basename(await Deno.realPath(path));
-  } catch {
-    return basename(path);
-  }
 }
 
 async function listConversions(
@@ -383,133 +231,6 @@ export async function listCache(root: string = cacheRoot()): Promise<CacheListin
 }
 
 /**
- * One file or folder {@link removeModel} removed.
- *
- * @example
- * ```ts
- * import type { Removed } from "./models.ts";
- * const r: Removed = { kind: "model", name: "smollm2", path: "/c/models/s.gguf", size: 1 };
- * ```
- */
-export interface Removed {
-  /** A model or one of its conversions. */
-  kind: "model" | "conversion";
-  /** Its name as `cflow list` shows it. */
-  name: string;
-  /** Where it was. */
-  path: string;
-  /** Bytes freed. */
-  size: number;
-}
-
-/**
- * Throws a {@link UsageError} unless `name` can name something in the cache: an `hf:`
- * reference, or a name without `/`, `\`, a leading `.`, control characters or `..`.
- *
- * @example
- * ```ts
- * import { checkModelName } from "./models.ts";
- * checkModelName("smollm2");
- * try {
- *   checkModelName("../etc/passwd");
- * } catch (e) {
- *   console.log((e as Error).name); // "UsageError"
- * }
- * ```
- */
-export function checkModelName(name: string): void {
-  if (isHfReference(name)) {
-    try {
-      parseSpec(name);
-      return;
-    } catch (error) {
-      if (error instanceof SpecError) {
-        throw new UsageError(`rm: ${error.message.replace(/^pull: /, "")}`);
-      }
-      throw error;
-    }
-  }
-  // deno-lint-ignore no-control-regex
-  if (name === "" || /[\/\\\u0000-\u001f\u007f]/.test(name) || name.startsWith(".")) {
-    // deno-lint-ignore no-control-regex
-    const shown = name.replace(/[\u0000-\u001f\u007f]/g, "?");
-    throw new UsageError(
-      `rm: "${shown}" is not a model name: give an alias, an hf: reference or a file name in the cache's models/ (see 'cflow list')`,
-    );
-  }
-}
-
-/** Throws unless the folder holding `path` is inside `dir` once links are resolved. */
-async function checkInside(path: string, dir: string): Promise<void> {
-  const parent = path.slice(0, path.lastIndexOf("/"));
-  const [realDir, realParent] = [await Deno.realPath(dir), await Deno.realPath(parent)];
-  if (realParent !== realDir && !realParent.startsWith(`${realDir}/`)) {
-    throw new CacheEntryError(path, `rm: ${path} leads out of the cache (to ${realParent})`);
-  }
-}
-
-/**
- * Removes the model `name` (an alias, an `hf:` reference or a file name in `models/`) and
- * every conversion made from it. A link is removed, never what it points to; only finished
- * `.cflow` files are removed from `converted/` (a conversion being written is left alone).
- * Throws a {@link UsageError} for a name that could lead outside the cache, a
- * {@link CacheEntryError} for an unknown or ambiguous one.
- *
- * @param root The cache folder (default: {@link cacheRoot}).
- * @example
- * ```ts ignore
- * import { removeModel } from "./models.ts";
- * for (const r of await removeModel("smollm2")) console.log(r.path, r.size);
- * ```
- */
-export async function removeModel(name: string, root: string = cacheRoot()): Promise<Removed[]> {
-  checkModelName(name);
-  const models = `${root}/models`;
-  const converted = `${root}/converted`;
-  const listing = await listCache(root);
-  let wanted: string | undefined;
-  if (isHfReference(name)) {
-    try {
-      wanted = await hfModelPath(name, models);
-    } catch {
-      wanted = undefined; // not pulled: unknown below
-    }
-  } else wanted = aliasPath(name, models);
-  const matches = listing.models.filter((m) =>
-    wanted !== undefined ? m.path === wanted : m.name === name || basename(m.path) === name
-  );
-  if (matches.length === 0) {
-    throw new CacheEntryError(
-      wanted ?? `${models}/${name}`,
-      `rm: no model "${name}" in the cache (${models}); run 'cflow list' to see its models`,
-    );
-  }
-  if (matches.length > 1) {
-    throw new CacheEntryError(
-      `${models}/${name}`,
-      `rm: "${name}" names ${matches.length} models: ${
-        matches.map((m) => m.name).join(", ")
-      }; give one of those names (see 'cflow list')`,
-    );
-  }
-  const model = matches[0];
-  const removed: Removed[] = [];
-  await checkInside(model.path, models);
-  const info = await lstatOrUndefined(model.path);
-  if (info !== undefined) {
-    await Deno.remove(model.path, { recursive: info.isDirectory });
-    removed.push({ kind: "model", name: model.name, path: model.path, size: model.size });
-  }
-  for (const c of listing.conversions.filter((c) => c.model === model.name)) {
-    await checkInside(c.path, converted);
-    if ((await lstatOrUndefined(c.path)) === undefined) continue; // removed meanwhile
-    await Deno.remove(c.path);
-    removed.push({ kind: "conversion", name: c.name, path: c.path, size: c.size });
-  }
-  return removed;
-}
-
-/**
  * A size as `ollama list` shows it: `98 MB`, `1.1 GB`.
  *
  * @example
@@ -582,37 +303,5 @@ export async function runList(args: string[], options: { json: boolean }): Promi
     ]));
   }
   console.log(lines.join("\n"));
-  return EXIT.OK;
-}
-
-/**
- * `cflow rm NAME [--json]`: removes a model and its conversions and prints what was
- * removed; returns the exit status (1 for an unknown name).
- *
- * @example
- * ```ts ignore
- * import { runRm } from "./models.ts";
- * Deno.exit(await runRm(["smollm2"], { json: false }));
- * ```
- */
-export async function runRm(args: string[], options: { json: boolean }): Promise<number> {
-  if (args.length !== 1) throw new UsageError("rm takes one model NAME (see 'cflow list')");
-  let removed: Removed[];
-  try {
-    removed = await removeModel(args[0]);
-  } catch (error) {
-    if (error instanceof CacheEntryError) {
-      console.error(`cflow: ${error.message}`);
-      return EXIT.ERROR;
-    }
-    throw error;
-  }
-  if (options.json) {
-    console.log(JSON.stringify({ removed }, null, 2));
-  } else {
-    for (const r of removed) console.log(`removed ${r.kind} ${r.name} (${humanSize(r.size)})`);
-    const total = removed.reduce((a, r) => a + r.size, 0);
-    console.error(`freed ${humanSize(total)}`);
-  }
   return EXIT.OK;
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describeConversion } from "./models.ts";
+import { describeConversion } from "./describe_conversion.ts";
 
 const CFLOW_FILE = new URL("../models/builtin/arch2_4_combined.cflow", import.meta.url).pathname;
 
@@ -12,7 +12,7 @@ Deno.test("describeConversion: a .cflow named through a link is read with read a
     await Deno.symlink(CFLOW_FILE, named);
     const expected = await describeConversion(named);
     assert.equal(expected.quant, "q4_0");
-    const module = new URL("./models.ts", import.meta.url).href;
+    const module = new URL("./describe_conversion.ts", import.meta.url).href;
     await Deno.writeTextFile(
       `${dir}/probe.ts`,
       `import { describeConversion } from ${JSON.stringify(module)};\n` +

@@ -20,7 +20,7 @@
  */
 
 import { KernelError } from "./errors.ts";
-import { openKernels } from "./kernels.ts";
+import { openKernels } from "./open_kernels.ts";
 import { STATUS } from "./symbols.ts";
 
 const MAX_PATH_BYTES = 4095;

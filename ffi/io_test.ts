@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { KernelError } from "./errors.ts";
 import { createStage, openDirect } from "./io.ts";
-import { openKernels } from "./kernels.ts";
+import { openKernels } from "./open_kernels.ts";
 import { STATUS } from "./symbols.ts";
 
 /** Direct reads are native only: the WebAssembly kernels answer UNSUPPORTED. */

@@ -19,7 +19,7 @@ import {
   parseThreads,
   type SettingSource,
 } from "./kernel_options.ts";
-import { type KernelBackend, openBackend, type OpenedLibrary, openWasm } from "./loader.ts";
+import type { KernelBackend, OpenedLibrary } from "./loader.ts";
 import type { WasmLibrary } from "./wasm_backend.ts";
 import {
   CPU_FEATURES,
@@ -29,6 +29,17 @@ import {
   type VariantName,
   VARIANTS,
 } from "./symbols.ts";
+import {
+  checkBlocks,
+  checkInt,
+  checkLen,
+  checkType,
+  featureMask,
+  Q8_0_BYTES,
+  sz,
+  variantName,
+  weightBlockBytes,
+} from "./_kernel_args.ts";
 
 export {
   kernelOptionsFromEnv,
@@ -41,66 +52,8 @@ export {
 } from "./kernel_options.ts";
 export type { KernelOptions, PanelPrefetch, SettingSource } from "./kernel_options.ts";
 
-const QK = 32;
-const Q8_0_BYTES = 34;
-const Q4_0_BYTES = 18;
 /** Largest RoPE position (positions are exact in f32). */
 export const ROPE_MAX_POS = 1 << 24;
-
-function featureMask(features: readonly CpuFeature[]): bigint {
-  let mask = 0n;
-  for (const f of features) mask |= 1n << BigInt(CPU_FEATURES[f]);
-  return mask;
-}
-
-const SMALL_SIZES: bigint[] = [];
-
-/**
- * A size argument: the binding takes usize as bigint. Sizes below 2^20 are
- * memoized so that per-token calls do not allocate.
- *
- * @internal
- */
-export function sz(n: number): bigint {
-  if (n < 1 << 20) return SMALL_SIZES[n] ??= BigInt(n);
-  return BigInt(n);
-}
-
-function variantName(id: number): VariantName {
-  for (const [name, value] of Object.entries(VARIANTS)) {
-    if (value === id) return name as VariantName;
-  }
-  throw new RangeError(`unknown kernel variant id ${id}`);
-}
-
-function checkInt(fn: string, name: string, value: number, min = 0): void {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
-    throw new RangeError(`${fn}: ${name} ${value} is not an integer >= ${min}`);
-  }
-}
-
-function checkType(
-  fn: string,
-  name: string,
-  value: unknown,
-  type: abstract new (...args: never[]) => unknown,
-): void {
-  if (!(value instanceof type)) {
-    throw new TypeError(`${fn}: ${name} must be a ${type.name}`);
-  }
-}
-
-function checkLen(fn: string, name: string, have: number, need: number): void {
-  if (have < need) {
-    throw new RangeError(`${fn}: ${name} holds ${have}, needs at least ${need}`);
-  }
-}
-
-function checkBlocks(fn: string, name: string, n: number): number {
-  checkInt(fn, name, n, 1);
-  if (n % QK !== 0) throw new RangeError(`${fn}: ${name} ${n} is not a multiple of ${QK}`);
-  return n / QK;
-}
 
 /**
  * Weight block formats the dot and matvec kernels take (ggml layouts).
@@ -113,16 +66,12 @@ function checkBlocks(fn: string, name: string, n: number): number {
  */
 export type WeightType = "q4_0" | "q8_0";
 
-function weightBlockBytes(type: WeightType): number {
-  return type === "q4_0" ? Q4_0_BYTES : Q8_0_BYTES;
-}
-
 /**
  * The loaded, configured kernel library. Obtain it from {@link openKernels}.
  *
  * @example
  * ```ts ignore
- * import { openKernels } from "./kernels.ts";
+ * import { openKernels } from "./open_kernels.ts";
  * const k = openKernels({ threads: 1 });
  * const q = k.quantizeQ8_0(new Float32Array(64).fill(0.5));
  * console.log(k.variant, q.length); // e.g. "avx512vnni" 68
@@ -558,63 +507,4 @@ export class Kernels {
   shutdown(): void {
     this.#s.cf_shutdown();
   }
-}
-
-let opened: Kernels | undefined;
-
-/**
- * Loads the kernel library (once per process) and configures it.
- *
- * @example
- * ```ts ignore
- * import { openKernels } from "./kernels.ts";
- * const k = openKernels();
- * console.log(`${k.variant} kernels on ${k.threads} threads`);
- * ```
- */
-export function openKernels(options?: KernelOptions): Kernels {
-  if (opened === undefined) {
-    const k = new Kernels(openBackend());
-    k.configure(options);
-    opened = k;
-    return k;
-  }
-  if (options !== undefined) opened.configure(options);
-  return opened;
-}
-
-/**
- * The process's kernels if {@link openKernels} has opened them, else undefined (nothing is
- * loaded): for code that uses a kernel when one is there and has its own path otherwise, such as
- * the sampler's greedy pick.
- *
- * @example
- * ```ts
- * import { openedKernels } from "./kernels.ts";
- * const k = openedKernels();
- * console.log(k === undefined ? "not loaded" : k.variant);
- * ```
- */
-export function openedKernels(): Kernels | undefined {
-  return opened;
-}
-
-/**
- * A separate instance of the WebAssembly kernels, configured, beside the
- * process's {@link openKernels} one (to compare the two backends in one
- * process). Regions, plans and `tilesMatvec` go through {@link openKernels}
- * only; this instance serves the array kernels (quantize, dot, matvec, the
- * float kernels).
- *
- * @example
- * ```ts ignore
- * import { openWasmKernels } from "./kernels.ts";
- * const w = openWasmKernels();
- * console.log(w.backend, w.variant); // "wasm" "scalar"
- * ```
- */
-export function openWasmKernels(options?: KernelOptions, path?: string): Kernels {
-  const k = new Kernels(openWasm(path));
-  k.configure(options);
-  return k;
 }

@@ -2,14 +2,8 @@ import assert from "node:assert/strict";
 import * as ref from "../reference/mod.ts";
 import { Rng } from "../tests/util/rng.ts";
 import { KernelError, KernelLoadError } from "./errors.ts";
-import {
-  kernelOptionsFromEnv,
-  openKernels,
-  openWasmKernels,
-  parseFeatures,
-  parseThreads,
-  parseVariant,
-} from "./kernels.ts";
+import { kernelOptionsFromEnv, parseFeatures, parseThreads, parseVariant } from "./kernels.ts";
+import { openKernels, openWasmKernels } from "./open_kernels.ts";
 import { STATUS, type VariantName } from "./symbols.ts";
 import { Sampler } from "../sampling/mod.ts";
 

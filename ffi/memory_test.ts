@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { KernelError } from "./errors.ts";
-import { openKernels } from "./kernels.ts";
+import { openKernels } from "./open_kernels.ts";
 import { allocAligned, mapFile } from "./memory.ts";
 import { STATUS } from "./symbols.ts";
 
@@ -127,7 +127,7 @@ Deno.test({
     await Deno.writeFile(path, new Uint8Array([1, 2, 3, 4, 5]));
     const script = `${dir}/probe.ts`;
     const memory = new URL("./memory.ts", import.meta.url).href;
-    const kernels = new URL("./kernels.ts", import.meta.url).href;
+    const kernels = new URL("./open_kernels.ts", import.meta.url).href;
     await Deno.writeFile(
       script,
       new TextEncoder().encode(`

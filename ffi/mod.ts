@@ -39,9 +39,6 @@ export {
   kernelOptionsFromEnv,
   Kernels,
   MAX_THREADS,
-  openedKernels,
-  openKernels,
-  openWasmKernels,
   PANEL_KERNELS,
   panelsByDefault,
   parseFeatures,
@@ -49,6 +46,7 @@ export {
   parseVariant,
   ROPE_MAX_POS,
 } from "./kernels.ts";
+export { openedKernels, openKernels, openWasmKernels } from "./open_kernels.ts";
 export type { KernelOptions, PanelPrefetch, SettingSource, WeightType } from "./kernels.ts";
 export { AlignedBuffer, allocAligned, mapFile, MappedFile, MemoryRegion } from "./memory.ts";
 export { createStage, DirectFile, MAX_STAGE_SLOTS, openDirect, Stage } from "./io.ts";

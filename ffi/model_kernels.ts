@@ -8,7 +8,8 @@
  */
 
 import { KernelError } from "./errors.ts";
-import { type Kernels, sz } from "./kernels.ts";
+import type { Kernels } from "./kernels.ts";
+import { sz } from "./_kernel_args.ts";
 import type { MemoryRegion } from "./memory.ts";
 import { STATUS } from "./symbols.ts";
 

@@ -13,7 +13,7 @@
  */
 
 import { KernelError } from "./errors.ts";
-import { openKernels } from "./kernels.ts";
+import { openKernels } from "./open_kernels.ts";
 import type { AlignedBuffer } from "./memory.ts";
 import { STATUS } from "./symbols.ts";
 import { f32Bits, u32 } from "./_plan_words.ts";

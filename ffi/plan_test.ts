@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { KernelError } from "./errors.ts";
-import { openKernels } from "./kernels.ts";
+import { openKernels } from "./open_kernels.ts";
 import { allocAligned } from "./memory.ts";
 import { PlanBuilder } from "./plan.ts";
 import {

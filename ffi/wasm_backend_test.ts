@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { KernelError } from "./errors.ts";
-import { openKernels, openWasmKernels } from "./kernels.ts";
+import { openKernels, openWasmKernels } from "./open_kernels.ts";
 import { wasmRequested } from "./loader.ts";
 import { IO_BASE, STATUS } from "./symbols.ts";
 import { localWasmPath, openWasmLibrary } from "./wasm_backend.ts";

@@ -7,7 +7,7 @@
  */
 
 import { KernelError } from "./errors.ts";
-import { openKernels } from "./kernels.ts";
+import { openKernels } from "./open_kernels.ts";
 import type { AlignedBuffer, MemoryRegion } from "./memory.ts";
 import { STATUS } from "./symbols.ts";
 import { u32 } from "./_plan_words.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { openedKernels } from "../ffi/kernels.ts";
+import { openedKernels } from "../ffi/open_kernels.ts";
 import { clampF32, PenaltyWindow } from "./_penalty_window.ts";
 import { Xoshiro128ss } from "./_prng.ts";
 import { argmax, before, logNormalizer, selectTop, topPCut } from "./_select.ts";

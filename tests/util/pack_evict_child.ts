@@ -13,7 +13,7 @@
  * @module
  */
 
-import { openKernels } from "../../ffi/kernels.ts";
+import { openKernels } from "../../ffi/open_kernels.ts";
 import { allocAligned, mapFile, type MemoryRegion } from "../../ffi/memory.ts";
 import { packedBytes, packRun, RUN_KIND, type WeightRun } from "../../ffi/weight_run.ts";
 import { PACK_EVICT_SOURCE } from "./pack_evict_source.ts";
