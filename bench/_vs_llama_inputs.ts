@@ -27,7 +27,8 @@ export async function readAgreeText(
   try {
     file = await Deno.open(path);
   } catch (e) {
-    if (e instanceof Deno.errors.PermissionDenied) {
+    // NotCapable: Deno's refusal of a path outside --allow-read (PermissionDenied is the OS's).
+    if (e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.PermissionDenied) {
       throw new Error(
         `--agree-text ${path}: the bench may read only inside the checkout; copy the file under ` +
           `cache/ (git-ignored)`,

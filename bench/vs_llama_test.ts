@@ -26,6 +26,31 @@ import {
 
 openKernels({ threads: 1 });
 
+Deno.test("readAgreeText: a file outside what the bench may read says to copy it under cache/", async () => {
+  // The bench runs with --allow-read=. (the checkout); Deno refuses other paths with NotCapable.
+  const dir = await Deno.makeTempDir({ prefix: "cflow-agree-" });
+  try {
+    const module = new URL("./_vs_llama_inputs.ts", import.meta.url).href;
+    await Deno.writeTextFile(
+      `${dir}/probe.ts`,
+      `import { readAgreeText } from ${JSON.stringify(module)};\n` +
+        `try { await readAgreeText("/etc/hostname"); } catch (e) { console.log((e as Error).message); }\n`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--no-prompt", `--allow-read=${dir}`, `${dir}/probe.ts`],
+      stdin: "null",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.equal(
+      new TextDecoder().decode(out.stdout),
+      "--agree-text /etc/hostname: the bench may read only inside the checkout; copy the file " +
+        "under cache/ (git-ignored)\n",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("meanMarginDelta: over the positions the other run knows", () => {
   assert.equal(meanMarginDelta([2, 0.5, 1], [1.5, null, 1.25]), 0.375);
   assert.equal(meanMarginDelta([1, 2], [1, 2]), 0);
