@@ -1,9 +1,10 @@
 //! Packed 16-row panels (`packing.zig`): the Q4_0, Q8_0, Q4_1 and Q5_0
 //! panel kernels of every variant, written once over the variant's
-//! dot-product primitive (`PanelDot`), the token blocking that runs them over
-//! a prefill batch (`panelTokens`, shared with the K records of
-//! `k_panels.zig`), and the one-value-at-a-time reference the tests hold
-//! every primitive to, bit for bit (`panelScalar`).
+//! dot-product primitive (`PanelDot`, panel_dot.zig), the token blocking
+//! that runs them over a prefill batch (`panelTokens`, shared with the K
+//! records of `k_panels.zig`), and the one-value-at-a-time reference the
+//! tests hold every primitive to, bit for bit (`panelScalar`). The
+//! in-kernel prefetch is in panel_prefetch.zig.
 //!
 //! Compiled once per variant with `kernels.zig` (the same module): one
 //! 64-byte load feeds one `vpdpbusd` for 16 outputs on AVX-512 VNNI; other
@@ -14,51 +15,28 @@ const abi = @import("abi.zig");
 const k = @import("kernels.zig");
 const packing = @import("packing.zig");
 const kp = @import("k_panels.zig");
+/// The in-kernel prefetch (panel_prefetch.zig), under its names here.
+const pf = @import("panel_prefetch.zig");
+const prefetch_ahead = pf.prefetch_ahead;
+pub const panel_prefetch = &pf.panel_prefetch;
+pub const multi_prefetch_l2 = &pf.multi_prefetch_l2;
+pub const PrefetchTo = pf.PrefetchTo;
+pub const prefetchRecord = pf.prefetchRecord;
+pub const prefetchPart = pf.prefetchPart;
+pub const prefetchSeveral = pf.prefetchSeveral;
+/// The panel primitives' integer dot products (panel_dot.zig).
+const pd = @import("panel_dot.zig");
+pub const PanelPrim = pd.PanelPrim;
+const PanelDot = pd.PanelDot;
+const correction = pd.correction;
 
 const assert = std.debug.assert;
 const variant = k.variant;
 const ActRow = packing.ActRow;
-const readU32 = k.readU32;
 const readI32 = k.readI32;
 const readF32 = k.readF32;
 const BlockQ4_0 = abi.BlockQ4_0;
 const BlockQ8_0 = abi.BlockQ8_0;
-const V8i32 = @Vector(8, i32);
-const V16i16 = @Vector(16, i16);
-const @"llvm.aarch64.neon.sdot.v4i32.v16i8" = k.@"llvm.aarch64.neon.sdot.v4i32.v16i8";
-const @"llvm.x86.avx2.psign.b" = k.@"llvm.x86.avx2.psign.b";
-const @"llvm.x86.avx2.pmadd.ub.sw" = k.@"llvm.x86.avx2.pmadd.ub.sw";
-const @"llvm.x86.avx2.pmadd.wd" = k.@"llvm.x86.avx2.pmadd.wd";
-const @"llvm.x86.avx512.vpdpbusd.256" = k.@"llvm.x86.avx512.vpdpbusd.256";
-const @"llvm.x86.avx512.vpdpbusd.512" = k.@"llvm.x86.avx512.vpdpbusd.512";
-fn correction(comptime q: packing.Quant) i32 {
-    return switch (q) {
-        .q4_0 => 8,
-        .q8_0 => 128,
-        // Q4_1's nibbles are its quants; its min term is added apart.
-        .q4_1 => 0,
-        // Q5_0's quants are 0..31, centred on 16.
-        .q5_0 => 16,
-        // K records have their own kernels (k_panels.zig).
-        .q4_k, .q6_k => unreachable,
-    };
-}
-
-/// How a variant computes a 32-column group of panel rows: its dot-product
-/// primitive and how many of a panel's 16 rows one vector holds.
-pub const PanelPrim = enum {
-    /// `vpdpbusd` on zmm (AVX-512 VNNI): 16 rows per vector.
-    vnni512,
-    /// `vpdpbusd` on ymm (AVX-VNNI): 8 rows per vector.
-    vnni256,
-    /// `vpmaddubsw` + `vpmaddwd` on ymm (AVX2): 8 rows per vector.
-    maddubs256,
-    /// `sdot` on 128-bit vectors (aarch64 dotprod): 4 rows per vector.
-    sdot128,
-    /// Widening products `smull` + pairwise sums on 128-bit vectors
-    /// (aarch64 Advanced SIMD): 4 rows per vector.
-    smull128,
-};
 
 /// This variant's panel primitive; null runs the scalar loop (panelScalar).
 pub const panel_prim: ?PanelPrim = switch (variant) {
@@ -87,237 +65,9 @@ fn panelBlock(comptime prim: PanelPrim) usize {
     };
 }
 
-/// The exact integer dot products of one 32-column group of a panel with
-/// one token's Q8_0 activation, for the `rows` panel rows one vector holds:
-/// `prepare` readies a 4-column chunk of weights once for every token,
-/// `step` adds its products, `finish` gives sum(w * x) per row.
-///
-/// - VNNI: unsigned weights (Q4_0 nibbles, Q8_0 `w XOR 0x80`) against
-///   signed activations, corrected by `8 sum(x)` or `128 sum(x)`.
-/// - AVX2, Q4_0: `vpmaddubsw` of nibbles (<= 15) with activations: a pair
-///   is at most 2 * 15 * 128 = 3840 in magnitude, so the 8 pairs of the 4
-///   chunks sum in i16 (<= 30720) before one `vpmaddwd`, then `- 8 sum(x)`.
-/// - AVX2, Q8_0: the sign trick, `vpmaddubsw(|w|, sign(x, w))`: a pair is
-///   at most 2 * 128 * 127 = 32512, within i16, because activation quants
-///   are in [-127, 127] (the Q8_0 quantizer clamps them; the sign of -128
-///   would not negate). Each chunk widens to i32 at once.
-fn PanelDot(comptime prim: PanelPrim, comptime q: packing.Quant) type {
-    return struct {
-        pub const rows: usize = switch (prim) {
-            .vnni512 => 16,
-            .vnni256, .maddubs256 => 8,
-            .sdot128, .smull128 => 4,
-        };
-        /// The NEON primitives multiply signed by signed: Q8_0 weights get
-        /// their sign back in `prepare` and need no correction.
-        const signed_weights = prim == .sdot128 or prim == .smull128;
-        /// Q4_0, Q4_1 and Q5_0 records hold ggml's nibble bytes (Q5_0's fifth
-        /// bits apart, `prepare5`).
-        const nibbles = q != .q8_0;
-        pub const VB = @Vector(rows * 4, u8);
-        const VI = @Vector(rows, i32);
-        const VX = @Vector(rows * 4, i8);
-        pub const W = struct { a: VB, b: VB };
-        pub const Acc = switch (prim) {
-            .vnni512, .vnni256, .sdot128, .smull128 => [2]VI,
-            // Q5_0's pairs (<= 2 * 31 * 128) widen every chunk.
-            .maddubs256 => if (nibbles and q != .q5_0) V16i16 else V8i32,
-        };
-
-        pub inline fn zero() Acc {
-            return switch (prim) {
-                .vnni512, .vnni256, .sdot128, .smull128 => .{ @splat(0), @splat(0) },
-                .maddubs256 => @splat(0),
-            };
-        }
-
-        /// `several`: the chunk serves several tokens (a prefill block).
-        pub inline fn prepare(wv: VB, comptime several: bool) W {
-            if (nibbles) {
-                return .{ .a = wv & @as(VB, @splat(0x0f)), .b = wv >> @as(@Vector(rows * 4, u3), @splat(4)) };
-            }
-            if (prim == .maddubs256) {
-                const signed = wv ^ @as(VB, @splat(0x80));
-                if (!several) return .{ .a = @bitCast(@abs(@as(VX, @bitCast(signed)))), .b = signed };
-                // Several tokens: |w| as min(w, -w) over u8 (-128 gives
-                // 128). `vpsubb` and `vpminub` run on the two vector pipes
-                // that the multiplies leave free on Zen 4, where `vpabsb`
-                // takes one of theirs. The zero comes from an `asm` block so
-                // that LLVM does not fold the pair back into `vpabsb`.
-                const zeros: VB = asm ("vpxor %[z], %[z], %[z]"
-                    : [z] "=x" (-> VB),
-                );
-                return .{ .a = @min(signed, zeros -% signed), .b = signed };
-            }
-            if (signed_weights) {
-                const signed = wv ^ @as(VB, @splat(0x80));
-                return .{ .a = signed, .b = signed };
-            }
-            return .{ .a = wv, .b = wv };
-        }
-
-        /// Q5_0: chunk c's nibbles with their fifth bits from the rows' `qh`
-        /// words (qhv: row r's word at bytes 4r..4r+3): byte b of a row gets
-        /// bit 4c + b (low nibble, column 4c + b) and bit 16 + 4c + b (high
-        /// nibble), spread by a byte shuffle within 128-bit lanes.
-        pub inline fn prepare5(wv: VB, qhv: VB, comptime c: usize) W {
-            const n = rows * 4;
-            const masks = comptime blk: {
-                var lo: [n]i32 = undefined;
-                var hi: [n]i32 = undefined;
-                var pat: [n]u8 = undefined;
-                for (0..n) |i| {
-                    lo[i] = @intCast((i / 4) * 4 + c / 2);
-                    hi[i] = @intCast((i / 4) * 4 + 2 + c / 2);
-                    pat[i] = @as(u8, 1) << @intCast(4 * (c % 2) + i % 4);
-                }
-                break :blk .{ .lo = lo, .hi = hi, .pat = pat };
-            };
-            const pat: VB = masks.pat;
-            const zero_b: VB = @splat(0);
-            const sixteen: VB = @splat(16);
-            const rep_lo = @shuffle(u8, qhv, undefined, @as(@Vector(n, i32), masks.lo));
-            const rep_hi = @shuffle(u8, qhv, undefined, @as(@Vector(n, i32), masks.hi));
-            const p = prepare(wv, false);
-            return .{
-                .a = p.a | @select(u8, (rep_lo & pat) != zero_b, sixteen, zero_b),
-                .b = p.b | @select(u8, (rep_hi & pat) != zero_b, sixteen, zero_b),
-            };
-        }
-
-        /// Four activation bytes at p, broadcast to every row.
-        inline fn broadcast(p: [*]const u8) VX {
-            return @bitCast(@as(VI, @splat(@bitCast(readU32(p)))));
-        }
-
-        /// acc + the 4-byte dot of each row (u8 x i8 on x86, i8 x i8 on NEON).
-        inline fn vnni(acc: VI, w: VB, x: VX) VI {
-            return switch (prim) {
-                .vnni512 => @"llvm.x86.avx512.vpdpbusd.512"(acc, @bitCast(w), @bitCast(x)),
-                .vnni256 => @"llvm.x86.avx512.vpdpbusd.256"(acc, @bitCast(w), @bitCast(x)),
-                .sdot128 => @"llvm.aarch64.neon.sdot.v4i32.v16i8"(acc, @bitCast(w), x),
-                .smull128 => acc + k.dot4(rows, @bitCast(w), x),
-                .maddubs256 => unreachable,
-            };
-        }
-
-        /// Chunk c (columns 4c..4c+3, and 16+4c.. for Q4_0's high nibbles)
-        /// of the group whose activation quants start at qs.
-        pub inline fn step(acc: *Acc, w: W, comptime c: usize, qs: [*]const u8) void {
-            switch (prim) {
-                .vnni512, .vnni256, .sdot128, .smull128 => if (nibbles) {
-                    acc[0] = vnni(acc[0], w.a, broadcast(qs + 4 * c));
-                    acc[1] = vnni(acc[1], w.b, broadcast(qs + 16 + 4 * c));
-                } else {
-                    acc[c % 2] = vnni(acc[c % 2], w.a, broadcast(qs + 4 * c));
-                },
-                .maddubs256 => if (nibbles) {
-                    const lo = @"llvm.x86.avx2.pmadd.ub.sw"(w.a, broadcast(qs + 4 * c));
-                    const hi = @"llvm.x86.avx2.pmadd.ub.sw"(w.b, broadcast(qs + 16 + 4 * c));
-                    if (q == .q5_0) {
-                        acc.* += @"llvm.x86.avx2.pmadd.wd"(lo + hi, @splat(1));
-                    } else {
-                        acc.* += lo + hi;
-                    }
-                } else {
-                    const xs = @"llvm.x86.avx2.psign.b"(broadcast(qs + 4 * c), @bitCast(w.b));
-                    acc.* += @"llvm.x86.avx2.pmadd.wd"(@"llvm.x86.avx2.pmadd.ub.sw"(w.a, xs), @splat(1));
-                },
-            }
-        }
-
-        /// sum(w * x) of each row, exact; sum_x is the group's sum of quants.
-        pub inline fn finish(acc: Acc, sum_x: i32) VI {
-            return switch (prim) {
-                .vnni512, .vnni256 => acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q))),
-                .sdot128, .smull128 => if (nibbles)
-                    acc[0] + acc[1] - @as(VI, @splat(sum_x * correction(q)))
-                else
-                    acc[0] + acc[1],
-                .maddubs256 => if (q == .q5_0)
-                    acc - @as(VI, @splat(sum_x * correction(q)))
-                else if (nibbles)
-                    @"llvm.x86.avx2.pmadd.wd"(acc, @splat(1)) - @as(VI, @splat(sum_x * correction(q)))
-                else
-                    acc,
-            };
-        }
-    };
-}
-
 /// NT tokens against one panel: out[j][r] = row r . x_j for the 16 rows.
 /// Per row and group: acc = fma(f32(sum(w * x)), d_w * d_x, acc), groups
 /// left to right, the arithmetic of panelScalar whatever the vector width.
-/// How far ahead, in bytes rounded up to whole records, the first token
-/// block over a panel (the one that streams it from memory; panelTokens)
-/// touches the panels (PREFETCHT0 over a record per record read, within
-/// the call's panels), as `k_panels.zig`'s `prefetch_records` does for the K
-/// records. A 512 MB matrix of 2,048 columns, Ice Lake, best of 3 runs of 3,
-/// without -> with (8 KB ahead): 1 thread Q4_0 7.9 -> 9.7 GB/s, Q8_0 8.9 ->
-/// 9.7, Q5_0 6.7 -> 9.0 (the load loop: 10.3); 2 threads 14.8 -> 18.1, 12.9
-/// -> 16.2, 13.0 -> 17.3. 4 KB gained less, 16 KB the same.
-const prefetch_ahead: usize = 8192;
-
-/// Whether a one-token block streaming a panel prefetches ahead of its reads
-/// (`stream`: `prefetch_ahead` here, `prefetch_records` in k_panels.zig),
-/// or leaves it to the hardware prefetchers; the first block of several
-/// tokens always prefetches. Each variant object holds its own copy;
-/// `cf_set_panel_prefetch` (root.zig) sets every linked one, from the CPU
-/// unless told. It paid on Intel (Ice Lake: the figures above) and cost on
-/// AMD: Zen 4, Qwen2.5-Coder-1.5B Q4_K_M decode at 1 thread 12.6-14.9 tok/s
-/// with it, 17.7-22.1 without. Several tokens gain from it there too: a
-/// speculative check's rows cost 0.05 of a decode step with the prefetch,
-/// 0.22 without (docs/KERNELS.md).
-pub var panel_prefetch = std.atomic.Value(bool).init(true);
-
-/// Where the first block of several tokens over a panel prefetches:
-/// PREFETCHT0 (L1) or PREFETCHT1 (L2); K records (k_panels.zig) three records
-/// ahead to L1 or two to L2, the group records `prefetch_ahead` bytes ahead
-/// either way. Set with `panel_prefetch` (`cf_set_panel_prefetch`), from the
-/// CPU's vendor: L2 on AMD, L1 elsewhere. Zen 4, `forwardAll` of k rows, 2
-/// threads, best of 15-20 over 3-4 rounds, ms: Qwen2.5-Coder-1.5B Q4_K_M, k
-/// = 2, 3, 4, 6, 8 rows 35.2, 40.1, 44.7, 52.5, 58.4 to L1, 33.4, 36.0, 39.2,
-/// 48.2, 52.3 to L2 (one row: 30.5); the 1B geometry Q4_0, 16.4, 18.9, 22.1,
-/// 27.8, 32.1 to L1, 16.2, 15.6, 18.3, 22.7, 29.5 to L2 (one row: 13.5). The
-/// L1 setting was tuned on Ice Lake, where L2 was not measured.
-pub var multi_prefetch_l2 = std.atomic.Value(bool).init(false);
-
-/// The cache level a prefetch fills.
-pub const PrefetchTo = enum { l1, l2 };
-
-/// Touches (PREFETCHT0, line by line) the record of `rec` bytes `d` records
-/// after the one at r, when it lies before `end` (the end of the panels the
-/// call streams).
-pub inline fn prefetchRecord(comptime rec: usize, comptime d: usize, r: [*]const u8, end: [*]const u8) void {
-    prefetchPart(.l1, rec, d, 1, 0, r, end);
-}
-
-/// Part `part` of `parts` of prefetchRecord's lines: a kernel that spends
-/// long on a record (several tokens) spreads the record's prefetches over
-/// its steps instead of issuing them in one burst.
-pub inline fn prefetchPart(comptime to: PrefetchTo, comptime rec: usize, comptime d: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
-    if (@intFromPtr(r) + (d + 1) * rec > @intFromPtr(end)) return;
-    const ahead = r + d * rec;
-    const lines = comptime std.math.divCeil(usize, rec, 64) catch unreachable;
-    const locality: u2 = switch (to) {
-        .l1 => 3,
-        .l2 => 2,
-    };
-    comptime var line: usize = part * lines / parts;
-    inline while (line < (part + 1) * lines / parts) : (line += 1) @prefetch(ahead + line * 64, .{ .rw = .read, .locality = locality, .cache = .data });
-}
-
-/// Part `part` of `parts` of the record ahead, for the first block of
-/// several tokens over a panel: to L2 `d_l2` records ahead when `to_l2`
-/// (`multi_prefetch_l2`), else to L1 `d_l1` records ahead.
-pub inline fn prefetchSeveral(to_l2: bool, comptime rec: usize, comptime d_l1: usize, comptime d_l2: usize, comptime parts: usize, comptime part: usize, r: [*]const u8, end: [*]const u8) void {
-    if (to_l2) {
-        prefetchPart(.l2, rec, d_l2, parts, part, r, end);
-    } else {
-        prefetchPart(.l1, rec, d_l1, parts, part, r, end);
-    }
-}
-
 /// `stream`: the panel comes from memory (the first token block over it),
 /// so the kernel prefetches ahead, up to `end`, the end of the call's panels.
 inline fn panelSimd(comptime prim: PanelPrim, comptime q: packing.Quant, comptime NT: usize, panel: [*]const u8, ng: usize, stream: bool, end: [*]const u8, x: [*]const u8, x_stride: usize, out: *[NT][16]f32) void {

@@ -1,8 +1,8 @@
 //! Running a plan (plan.zig): checking a run's tokens, positions and rows,
 //! then `Exec`, which executes one operation over the rows of a batch (the
 //! matmuls and MoE here; the operations that are not matmuls in
-//! plan_rows.zig, a matmul's cut among the threads in plan_matmul.zig),
-//! and the activation quantization they share.
+//! plan_rows.zig and plan_slices.zig, a matmul's cut among the threads in
+//! plan_matmul.zig), and the activation quantization they share.
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -35,7 +35,7 @@ const max_batch = plan.max_batch;
 const MoeScratch = plan.MoeScratch;
 
 const rows_mod = @import("plan_rows.zig");
-const SliceCtx = rows_mod.SliceCtx;
+const SliceCtx = @import("plan_slices.zig").SliceCtx;
 const RowCtx = rows_mod.RowCtx;
 const attentionParts = rows_mod.attentionParts;
 const mm = @import("plan_matmul.zig");

@@ -557,6 +557,7 @@ test {
     _ = @import("plan_check.zig");
     _ = @import("plan_exec.zig");
     _ = @import("plan_rows.zig");
+    _ = @import("plan_slices.zig");
     _ = @import("plan_matmul.zig");
     _ = @import("plan_pack.zig");
     _ = abi;
