@@ -399,7 +399,9 @@ export async function main(args: string[]): Promise<number> {
       }
       case "convert": {
         if (positionals.length !== 3) throw new UsageError("convert takes IN and OUT");
-        const [, input, output] = positionals;
+        const [, named, output] = positionals;
+        // A model Ollama pulled converts from its GGUF file in Ollama's store.
+        const input = isOllamaReference(named) ? (await findOllamaModel(named)).path : named;
         const format = str(p, "format") ?? (output.endsWith(".vflow") ? "vflow" : "cflow");
         if (format !== "cflow" && format !== "vflow") {
           throw new UsageError(`--format must be cflow or vflow, not '${format}'`);

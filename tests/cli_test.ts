@@ -243,6 +243,12 @@ Deno.test({
       const inspect = await cflow(["inspect", "ollama:smollm2:135m"], { OLLAMA_MODELS: store });
       assert.equal(inspect.code, 0, inspect.stderr);
       assert.match(inspect.stdout, new RegExp(`sha256-${hex} \\(${bytes.length} bytes\\)`));
+      const converted = await cflow(
+        ["convert", "ollama:smollm2:135m", `${cache}/out.cflow`, "--quant", "q8_0"],
+        { OLLAMA_MODELS: store },
+      );
+      assert.equal(converted.code, 0, converted.stderr);
+      assert.match(converted.stdout, /cflow q8_0 from gguf \(llama\)/);
       // A name Ollama has not pulled: what was looked for, and how to get it.
       const missing = await cflow(["generate", "--model", "ollama:smollm2", "-n", "1"], {
         OLLAMA_MODELS: store,
