@@ -117,7 +117,7 @@ pub fn brand(out: *[48]u8) []const u8 {
 }
 
 /// Whether the panel kernels should prefetch ahead of their stream
-/// themselves (panels.zig `panel_prefetch`): yes, except on AMD CPUs,
+/// themselves (panel_prefetch.zig `panel_prefetch`): yes, except on AMD CPUs,
 /// whose hardware prefetchers did better alone (measured on Zen 4; Intel
 /// measured on Ice Lake).
 pub fn panelPrefetchPays() bool {

@@ -74,7 +74,7 @@ pub fn best(set: u64) abi.Variant {
     return .scalar;
 }
 
-/// Panel kernels prefetch ahead (panels.zig `panel_prefetch`): not
+/// Panel kernels prefetch ahead (panel_prefetch.zig `panel_prefetch`): not
 /// measured on aarch64; kept as on x86 CPUs other than AMD's.
 pub fn panelPrefetchPays() bool {
     return true;

@@ -184,7 +184,7 @@ inline fn f16s(comptime R: usize, p: [*]const u8) @Vector(R, f32) {
 /// (7-10 KB) brought Q4_K to 11.3-11.8 GB/s and Q6_K to 10.9-11.3 (2 ahead:
 /// Q4_K only; 6 and 10: less).
 const prefetch_records: usize = 3;
-/// The same for several tokens prefetching to L2 (`panels.multi_prefetch_l2`).
+/// The same for several tokens prefetching to L2 (`multi_prefetch_l2`, panel_prefetch.zig).
 const prefetch_records_l2: usize = 2;
 
 /// NT tokens against one Q4_K or Q6_K panel of `n_sb` super-blocks:

@@ -19,7 +19,8 @@
 //! Here: the encoding and creation; `plan_check.zig` checks operations
 //! and runs at creation; `plan_exec.zig` runs a plan, its executor doing
 //! the matmuls and MoE; `plan_rows.zig` runs the operations that are not
-//! matmuls, row by row; `plan_matmul.zig` cuts a matmul among the threads;
+//! matmuls, row by row (`plan_slices.zig`: one row's gated or quantize
+//! operation cut among the threads); `plan_matmul.zig` cuts a matmul among the threads;
 //! `plan_pack.zig` packs tiled runs into panels.
 
 const std = @import("std");

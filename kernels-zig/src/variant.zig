@@ -159,7 +159,7 @@ fn attentionTileHeads() callconv(.c) usize {
 }
 
 /// bits: 1, one-token panel kernels prefetch; 2, several tokens prefetch to
-/// L2 (panels.zig `multi_prefetch_l2`).
+/// L2 (panel_prefetch.zig `multi_prefetch_l2`).
 fn setPanelPrefetch(bits: u32) callconv(.c) void {
     assert(bits <= 3);
     panels.panel_prefetch.store(bits & 1 != 0, .monotonic);
