@@ -234,7 +234,9 @@ function conversionName(n: OllamaName): string {
     n.namespace === "library" ? [] : [n.namespace],
     [n.model, n.tag],
   ].flat();
-  return `ollama-${parts.join("-")}`;
+  // At most 160 characters (a conversion's name is at most 200): the conversion's own key tells
+  // apart two long names that share their first 160.
+  return `ollama-${parts.join("-")}`.slice(0, 160);
 }
 
 /**
