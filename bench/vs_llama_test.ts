@@ -14,6 +14,7 @@ import { Transformer } from "../model/mod.ts";
 import { fnv1a64 } from "../runtime/mod.ts";
 import { BYTE_TO_CHAR } from "../tokenizer/_unicode.ts";
 import { type RandomGeometry, WEIGHT_STD, writeRandomGguf } from "../scripts/gen-random-gguf.ts";
+import { runReadProbe } from "../tests/util/read_probe.ts";
 import {
   AGREE_TEXT_MAX_BYTES,
   agreement,
@@ -31,18 +32,15 @@ Deno.test("readAgreeText: a file outside what the bench may read says to copy it
   const dir = await Deno.makeTempDir({ prefix: "cflow-agree-" });
   try {
     const module = new URL("./_vs_llama_inputs.ts", import.meta.url).href;
-    await Deno.writeTextFile(
-      `${dir}/probe.ts`,
+    const out = await runReadProbe(
       `import { readAgreeText } from ${JSON.stringify(module)};\n` +
         `try { await readAgreeText("/etc/hostname"); } catch (e) { console.log((e as Error).message); }\n`,
+      [dir],
+      dir,
     );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--no-prompt", `--allow-read=${dir}`, `${dir}/probe.ts`],
-      stdin: "null",
-    }).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.equal(out.code, 0, out.stderr);
     assert.equal(
-      new TextDecoder().decode(out.stdout),
+      out.stdout,
       "--agree-text /etc/hostname: the bench may read only inside the checkout; copy the file " +
         "under cache/ (git-ignored)\n",
     );

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describeConversion } from "./describe_conversion.ts";
+import { runReadProbe } from "../tests/util/read_probe.ts";
 
 const CFLOW_FILE = new URL("../models/builtin/arch2_4_combined.cflow", import.meta.url).pathname;
 
@@ -13,25 +14,14 @@ Deno.test("describeConversion: a .cflow named through a link is read with read a
     const expected = await describeConversion(named);
     assert.equal(expected.quant, "q4_0");
     const module = new URL("./describe_conversion.ts", import.meta.url).href;
-    await Deno.writeTextFile(
-      `${dir}/probe.ts`,
+    const out = await runReadProbe(
       `import { describeConversion } from ${JSON.stringify(module)};\n` +
         `console.log(JSON.stringify(await describeConversion(${JSON.stringify(named)})));\n`,
+      [named],
+      dir,
     );
-    const config = new URL("../deno.json", import.meta.url).pathname;
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--no-prompt",
-        `--config=${config}`,
-        `--allow-read=${named}`,
-        `${dir}/probe.ts`,
-      ],
-      stdin: "null",
-    }).output();
-    const stderr = new TextDecoder().decode(out.stderr);
-    assert.equal(out.code, 0, stderr);
-    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), expected);
+    assert.equal(out.code, 0, out.stderr);
+    assert.deepEqual(JSON.parse(out.stdout), expected);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

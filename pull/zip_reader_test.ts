@@ -1,6 +1,7 @@
 import { assertEquals, assertRejects } from "./_test_util.ts";
 import { ZipReader } from "./zip_reader.ts";
 import { ZipError } from "./errors.ts";
+import { runReadProbe } from "../tests/util/read_probe.ts";
 
 // Fixtures written by testdata/make_fixtures.py (Python's zipfile).
 const FIXTURES = new URL("./testdata/", import.meta.url);
@@ -144,28 +145,17 @@ Deno.test("zip reader: a zip named through a link opens with read access to the 
     const named = `${dir}/a.zip`;
     await Deno.symlink(new URL("tiny.zip", FIXTURES).pathname, named);
     const module = new URL("./zip_reader.ts", import.meta.url).href;
-    await Deno.writeTextFile(
-      `${dir}/probe.ts`,
+    const out = await runReadProbe(
       `import { ZipReader } from ${JSON.stringify(module)};\n` +
         `using zip = await ZipReader.open(${JSON.stringify(named)});\n` +
         `const parts: number[] = [];\n` +
         `await zip.extract("hello.txt", (c) => void parts.push(c.length));\n` +
         `console.log(JSON.stringify([zip.entries.length, parts]));\n`,
+      [named],
+      dir,
     );
-    const config = new URL("../deno.json", import.meta.url).pathname;
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--no-prompt",
-        `--config=${config}`,
-        `--allow-read=${named}`,
-        `${dir}/probe.ts`,
-      ],
-      stdin: "null",
-    }).output();
-    const stderr = new TextDecoder().decode(out.stderr);
-    assertEquals(out.code, 0, stderr);
-    assertEquals(JSON.parse(new TextDecoder().decode(out.stdout)), [3, [13]]);
+    assertEquals(out.code, 0, out.stderr);
+    assertEquals(JSON.parse(out.stdout), [3, [13]]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
