@@ -565,7 +565,12 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   openKernels(threads === undefined ? undefined : { threads });
   // `ollama:NAME[:TAG]`: the GGUF file Ollama keeps for it, converted under its model name.
   const ollama = isOllamaReference(path) ? await findOllamaModel(path) : undefined;
-  const file = await resolveModel(ollama?.path ?? path, { quant, cache, name: ollama?.name });
+  const file = await resolveModel(ollama?.path ?? path, {
+    quant,
+    cache,
+    name: ollama?.name,
+    sourceName: ollama?.reference,
+  });
   const { model, tokenizer } = openModel(file, modelOptions);
   return new Model(file, model, tokenizer);
 }

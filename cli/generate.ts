@@ -95,6 +95,7 @@ export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): P
   const located = await locateModelArgument(args.model);
   return await resolveModel(located.path, {
     name: located.name,
+    sourceName: located.sourceName,
     quant: args.quant,
     progress: progressBar({ label: "converting" }),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),

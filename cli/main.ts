@@ -401,7 +401,8 @@ export async function main(args: string[]): Promise<number> {
         if (positionals.length !== 3) throw new UsageError("convert takes IN and OUT");
         const [, named, output] = positionals;
         // A model Ollama pulled converts from its GGUF file in Ollama's store.
-        const input = isOllamaReference(named) ? (await findOllamaModel(named)).path : named;
+        const ollama = isOllamaReference(named) ? await findOllamaModel(named) : undefined;
+        const input = ollama?.path ?? named;
         const format = str(p, "format") ?? (output.endsWith(".vflow") ? "vflow" : "cflow");
         if (format !== "cflow" && format !== "vflow") {
           throw new UsageError(`--format must be cflow or vflow, not '${format}'`);
@@ -432,6 +433,7 @@ export async function main(args: string[]): Promise<number> {
           outputQuant,
           measureError: flag(p, "report-error"),
           force: flag(p, "force"),
+          sourceName: ollama?.reference,
         }, json);
       }
       case "inspect": {

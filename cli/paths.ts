@@ -182,6 +182,8 @@ export interface LocatedModel {
   path: string;
   /** The conversion's name, where the file's own name does not say what it is (Ollama's blobs). */
   name?: string;
+  /** What a conversion records as its source there (`ollama:NAME:TAG`). */
+  sourceName?: string;
 }
 
 /**
@@ -196,7 +198,7 @@ export interface LocatedModel {
 export async function locateModelArgument(value: string, dir?: string): Promise<LocatedModel> {
   if (isOllamaReference(value)) {
     const found = await findOllamaModel(value);
-    return { path: found.path, name: found.name };
+    return { path: found.path, name: found.name, sourceName: found.reference };
   }
   return { path: isHfReference(value) ? await hfModelPath(value, dir) : modelArgument(value, dir) };
 }

@@ -74,6 +74,11 @@ export interface BuildOptions {
   rule: Q4Rule;
   /** Measure RMS and max-abs error of every requantized matrix. */
   measureError: boolean;
+  /**
+   * What the metadata names as the source file (`source.file`; default: the source path's last
+   * part). A model from Ollama's store records its Ollama name, its file being named for a digest.
+   */
+  sourceName?: string;
 }
 
 /**
@@ -466,7 +471,7 @@ export function buildModelWeights(
   const metadata = {
     cflow_metadata_version: 1,
     architecture: h.architecture,
-    source: { format: source.format, file: source.path.split("/").pop() },
+    source: { format: source.format, file: options.sourceName ?? source.path.split("/").pop() },
     quant: options.quant,
     q4_rule: options.rule,
     hyperparameters: { ...h, extra: undefined },

@@ -73,6 +73,8 @@ export interface ResolveOptions {
    * store passes its model name, since its file is named for its digest.
    */
   name?: string;
+  /** What the conversion's metadata names as its source (`source.file`; default: the file's name). */
+  sourceName?: string;
 }
 
 /**
@@ -134,6 +136,7 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
     outputQuant: "auto",
     measureError: false,
     progress: options.progress,
+    sourceName: options.sourceName,
   });
   return target;
 }

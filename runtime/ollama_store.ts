@@ -174,7 +174,12 @@ export function ollamaStoreDirs(env: EnvReader = readEnv): string[] {
  * @example
  * ```ts
  * import type { OllamaModel } from "./ollama_store.ts";
- * const m: OllamaModel = { path: "/s/blobs/sha256-00", manifest: "/s/manifests/x", name: "ollama-x-latest" };
+ * const m: OllamaModel = {
+ *   path: "/s/blobs/sha256-00",
+ *   manifest: "/s/manifests/registry.ollama.ai/library/x/latest",
+ *   name: "ollama-x-latest",
+ *   reference: "ollama:x:latest",
+ * };
  * ```
  */
 export interface OllamaModel {
@@ -184,6 +189,8 @@ export interface OllamaModel {
   manifest: string;
   /** A file-name-safe name for the model (`ollama-MODEL-TAG`, with a host and namespace other than the defaults). */
   name: string;
+  /** The reference in full, defaults filled in except the host and namespace (`ollama:MODEL:TAG`). */
+  reference: string;
 }
 
 /**
@@ -218,7 +225,7 @@ export async function findOllamaModel(
       }
       const layer = modelLayer(bytes, manifest, value);
       const path = await blobPath(dir, layer, manifest);
-      return { path, manifest, name: conversionName(n) };
+      return { path, manifest, name: conversionName(n), reference: referenceOf(n) };
     }
   }
   const short = isOllamaReference(value) ? value.slice(OLLAMA_PREFIX.length) : value;
@@ -226,6 +233,12 @@ export async function findOllamaModel(
     `model store: ${value} is not in Ollama's store (${tried.join(", ")}): ` +
       `run 'ollama pull ${short}' first, or set OLLAMA_MODELS to Ollama's models folder`,
   );
+}
+
+function referenceOf(n: OllamaName): string {
+  const host = n.host === "registry.ollama.ai" ? "" : `${n.host}/`;
+  const namespace = host === "" && n.namespace === "library" ? "" : `${n.namespace}/`;
+  return `${OLLAMA_PREFIX}${host}${namespace}${n.model}:${n.tag}`;
 }
 
 function conversionName(n: OllamaName): string {

@@ -135,6 +135,7 @@ Deno.test("findOllamaModel: the model layer's blob, through the manifest", async
     assert.equal(found.path, `${dir}/blobs/sha256-${HEX}`);
     assert.equal(found.manifest, `${dir}/manifests/registry.ollama.ai/library/tiny/1b`);
     assert.equal(found.name, "ollama-tiny-1b");
+    assert.equal(found.reference, "ollama:tiny:1b");
     // A long name is cut to what resolveModel takes as a conversion's name.
     const [h, ns, m, t] = ["h".repeat(150), "n".repeat(128), "m".repeat(100), "t".repeat(100)];
     await Deno.mkdir(`${dir}/manifests/${h}/${ns}/${m}`, { recursive: true });
@@ -145,6 +146,7 @@ Deno.test("findOllamaModel: the model layer's blob, through the manifest", async
     const long = await findOllamaModel(`ollama:${h}/${ns}/${m}:${t}`, [dir]);
     assert.equal(long.path, found.path);
     assert.equal(long.name, `ollama-${h}-${ns}-${m}-${t}`.slice(0, 160));
+    assert.equal(long.reference, `ollama:${h}/${ns}/${m}:${t}`);
     // Older Ollama versions named blobs sha256:HEX.
     await Deno.rename(`${dir}/blobs/sha256-${HEX}`, `${dir}/blobs/sha256:${HEX}`);
     assert.equal(

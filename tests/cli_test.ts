@@ -237,6 +237,14 @@ Deno.test({
         viaOllama.stderr,
         /converting .*sha256-[0-9a-f]{64} once into .*\/ollama-smollm2-135m-/,
       );
+      // cflow list names the conversion by the Ollama name it came from.
+      const list = await cflow(["list", "--json"], { CFLOW_CACHE: cache });
+      assert.equal(list.code, 0, list.stderr);
+      const conversions = JSON.parse(list.stdout).filter((e: { kind: string }) =>
+        e.kind === "conversion"
+      );
+      assert.equal(conversions.length, 1);
+      assert.equal(conversions[0].sourceFile, "ollama:smollm2:135m");
       const direct = await cflow(["generate", "--model", SMOLLM2_GGUF, ...args]);
       assert.equal(direct.code, 0, direct.stderr);
       assert.equal(JSON.parse(viaOllama.stdout).hash, JSON.parse(direct.stdout).hash);
