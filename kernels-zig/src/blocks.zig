@@ -2,7 +2,7 @@
 //! payloads"): their byte layouts, and the decoding of one 32-weight
 //! sub-block into small unsigned or signed integers plus the scale (and
 //! offset) that turn them into values. This file knows bytes only; the
-//! kernels (kernels.zig, `blockStripe`) and the plan's embedding row use it.
+//! kernels (block_kernels.zig, `blockStripe`) and the plan's embedding row use it.
 //!
 //! Every decoder gives, for sub-block `j` of a block, 32 integers `q` and
 //!

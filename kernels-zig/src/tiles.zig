@@ -1,8 +1,9 @@
 //! Tiled matrices (.cflow/.vflow): one output stripe of one matrix at a
 //! time. A tile is a 16-byte header, f16 scales [rows][groups], then
 //! quantized data [rows][groups][16 or 32 bytes] (Q4_0, Q8_0), or f32
-//! [rows][cols] (F32). The integer lanes of a group are kernels.zig's block
-//! primitives; compiled once per variant with it (the same module).
+//! [rows][cols] (F32). The integer lanes of a group are the block
+//! primitives of block_dots.zig (through kernels.zig); compiled once per
+//! variant with kernels.zig (the same module).
 
 const std = @import("std");
 const abi = @import("abi.zig");

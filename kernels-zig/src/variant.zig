@@ -202,12 +202,14 @@ comptime {
 
 test {
     _ = k;
+    _ = @import("block_dots.zig");
     _ = @import("float_kernels.zig");
     _ = @import("tiles.zig");
     _ = @import("quantize_q8_0.zig");
     _ = bk;
     _ = blocks;
     _ = @import("k_panels.zig");
+    _ = @import("k_panels_test.zig");
     _ = panels;
     _ = attn;
     _ = @import("attention_test.zig");
