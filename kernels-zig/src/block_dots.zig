@@ -31,43 +31,46 @@ pub extern fn @"llvm.x86.avx2.pmadd.ub.sw"(@Vector(32, u8), @Vector(32, i8)) V16
 pub extern fn @"llvm.x86.avx2.pmadd.wd"(V16i16, V16i16) V8i32;
 pub extern fn @"llvm.x86.avx2.psign.b"(@Vector(32, i8), @Vector(32, i8)) @Vector(32, i8);
 
+/// sum((w - 2^shift) * x) over each 4-byte lane with VNNI, for unsigned
+/// weight bytes `w` (Q4_0 nibbles, shift 3; Q8_0 `w XOR 0x80`, shift 7):
+/// `vpdpbusd` of w and of ones against x, on zmm for 16 lanes and ymm for 8.
+/// Exact for every byte value.
+inline fn vnniCorrected(comptime n: usize, comptime shift: u5, w: @Vector(4 * n, u8), x: @Vector(4 * n, i8)) @Vector(n, i32) {
+    const zero: @Vector(n, i32) = @splat(0);
+    const ones: @Vector(4 * n, u8) = @splat(1);
+    const dpbusd = switch (n) {
+        16 => @"llvm.x86.avx512.vpdpbusd.512",
+        8 => @"llvm.x86.avx512.vpdpbusd.256",
+        else => @compileError("vnniCorrected: 8 or 16 lanes"),
+    };
+    const wx = dpbusd(zero, @bitCast(w), @bitCast(x));
+    const sx = dpbusd(zero, @bitCast(ones), @bitCast(x));
+    return wx - (sx << @splat(shift));
+}
+
+/// A Q4_0 block's 32 nibbles as bytes: the low nibbles (columns 0..15), then the high ones.
+inline fn nibbles(w: *const [16]u8) @Vector(32, u8) {
+    const q: @Vector(16, u8) = w.*;
+    return std.simd.join(q & @as(@Vector(16, u8), @splat(0x0f)), q >> @as(@Vector(16, u3), @splat(4)));
+}
+
+/// A Q8_0 block's bytes as unsigned: w XOR 0x80 = w + 128 as u8.
+inline fn offsetBytes(w: *const [32]i8) @Vector(32, u8) {
+    return @as(@Vector(32, u8), @bitCast(w.*)) ^ @as(@Vector(32, u8), @splat(0x80));
+}
+
 /// Two Q4_0 blocks against two Q8_0 blocks with VNNI. Lanes 0..7 hold
 /// partial sums of block a, lanes 8..15 those of block b.
 pub inline fn lanesQ4_0x2(wa: *const [16]u8, wb: *const [16]u8, xa: *const [32]i8, xb: *const [32]i8) V16i32 {
-    const qa: @Vector(16, u8) = wa.*;
-    const qb: @Vector(16, u8) = wb.*;
-    const lo_mask: @Vector(16, u8) = @splat(0x0f);
-    const four: @Vector(16, u3) = @splat(4);
-    const a_lo = qa & lo_mask;
-    const a_hi = qa >> four;
-    const b_lo = qb & lo_mask;
-    const b_hi = qb >> four;
-    const a: @Vector(32, u8) = std.simd.join(a_lo, a_hi);
-    const b: @Vector(32, u8) = std.simd.join(b_lo, b_hi);
-    const w: @Vector(64, u8) = std.simd.join(a, b);
-    const xav: @Vector(32, i8) = xa.*;
-    const xbv: @Vector(32, i8) = xb.*;
-    const x: @Vector(64, i8) = std.simd.join(xav, xbv);
-    const zero: V16i32 = @splat(0);
-    const ones: @Vector(64, u8) = @splat(1);
-    const wx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(w), @bitCast(x));
-    const sx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(ones), @bitCast(x));
+    const w: @Vector(64, u8) = std.simd.join(nibbles(wa), nibbles(wb));
+    const x: @Vector(64, i8) = std.simd.join(@as(@Vector(32, i8), xa.*), @as(@Vector(32, i8), xb.*));
     // sum((q - 8) * x) = sum(q * x) - 8 * sum(x)
-    return wx - (sx << @splat(3));
+    return vnniCorrected(16, 3, w, x);
 }
 
 /// One Q4_0 block against one Q8_0 block with 256-bit VNNI (8 partial lanes).
 pub inline fn lanesQ4_0x1Vnni(w: *const [16]u8, x: *const [32]i8) V8i32 {
-    const q: @Vector(16, u8) = w.*;
-    const lo = q & @as(@Vector(16, u8), @splat(0x0f));
-    const hi = q >> @as(@Vector(16, u3), @splat(4));
-    const wv: @Vector(32, u8) = std.simd.join(lo, hi);
-    const xv: @Vector(32, i8) = x.*;
-    const zero: V8i32 = @splat(0);
-    const ones: @Vector(32, u8) = @splat(1);
-    const wx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(wv), @bitCast(xv));
-    const sx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(ones), @bitCast(xv));
-    return wx - (sx << @splat(3));
+    return vnniCorrected(8, 3, nibbles(w), x.*);
 }
 
 /// Two Q8_0 weight blocks against two Q8_0 activation blocks with VNNI.
@@ -77,33 +80,19 @@ pub inline fn lanesQ8_0x2(wa: *const [32]i8, wb: *const [32]i8, xa: *const [32]i
     const wav: @Vector(32, u8) = @bitCast(wa.*);
     const wbv: @Vector(32, u8) = @bitCast(wb.*);
     const w: @Vector(64, u8) = std.simd.join(wav, wbv) ^ @as(@Vector(64, u8), @splat(0x80));
-    const xav: @Vector(32, i8) = xa.*;
-    const xbv: @Vector(32, i8) = xb.*;
-    const x: @Vector(64, i8) = std.simd.join(xav, xbv);
-    const zero: V16i32 = @splat(0);
-    const ones: @Vector(64, u8) = @splat(1);
-    const wx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(w), @bitCast(x));
-    const sx = @"llvm.x86.avx512.vpdpbusd.512"(zero, @bitCast(ones), @bitCast(x));
-    return wx - (sx << @splat(7));
+    const x: @Vector(64, i8) = std.simd.join(@as(@Vector(32, i8), xa.*), @as(@Vector(32, i8), xb.*));
+    return vnniCorrected(16, 7, w, x);
 }
 
+/// One Q8_0 block against one Q8_0 block with 256-bit VNNI (8 partial lanes).
 pub inline fn lanesQ8_0x1Vnni(w: *const [32]i8, x: *const [32]i8) V8i32 {
-    const wv: @Vector(32, u8) = @as(@Vector(32, u8), @bitCast(w.*)) ^ @as(@Vector(32, u8), @splat(0x80));
-    const xv: @Vector(32, i8) = x.*;
-    const zero: V8i32 = @splat(0);
-    const ones: @Vector(32, u8) = @splat(1);
-    const wx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(wv), @bitCast(xv));
-    const sx = @"llvm.x86.avx512.vpdpbusd.256"(zero, @bitCast(ones), @bitCast(xv));
-    return wx - (sx << @splat(7));
+    return vnniCorrected(8, 7, offsetBytes(w), x.*);
 }
 
 /// AVX2: one Q4_0 block. vpmaddubsw(q, x) pairs stay within i16
 /// (|2 * 15 * 128| < 2^15), and so does the 8 * sum(x) correction.
 pub inline fn lanesQ4_0x1Avx2(w: *const [16]u8, x: *const [32]i8) V8i32 {
-    const q: @Vector(16, u8) = w.*;
-    const lo = q & @as(@Vector(16, u8), @splat(0x0f));
-    const hi = q >> @as(@Vector(16, u3), @splat(4));
-    const wv: @Vector(32, u8) = std.simd.join(lo, hi);
+    const wv = nibbles(w);
     const xv: @Vector(32, i8) = x.*;
     const wx = @"llvm.x86.avx2.pmadd.ub.sw"(wv, xv);
     const sx = @"llvm.x86.avx2.pmadd.ub.sw"(@splat(8), xv);
@@ -152,10 +141,7 @@ pub inline fn dot4(comptime N: usize, w: @Vector(4 * N, i8), x: @Vector(4 * N, i
 /// NEON: one Q4_0 block. The nibbles minus 8 are signed bytes in [-8, 7], so
 /// a signed dot needs no correction.
 pub inline fn lanesQ4_0x1Neon(w: *const [16]u8, x: *const [32]i8) V8i32 {
-    const q: @Vector(16, u8) = w.*;
-    const lo = q & @as(@Vector(16, u8), @splat(0x0f));
-    const hi = q >> @as(@Vector(16, u3), @splat(4));
-    const wv: @Vector(32, i8) = @as(@Vector(32, i8), @bitCast(std.simd.join(lo, hi))) - @as(@Vector(32, i8), @splat(8));
+    const wv: @Vector(32, i8) = @as(@Vector(32, i8), @bitCast(nibbles(w))) - @as(@Vector(32, i8), @splat(8));
     return dot4(8, wv, x.*);
 }
 
