@@ -400,15 +400,12 @@ export async function main(args: string[]): Promise<number> {
       case "convert": {
         if (positionals.length !== 3) throw new UsageError("convert takes IN and OUT");
         const [, named, output] = positionals;
-        // A model Ollama pulled converts from its GGUF file in Ollama's store.
-        const ollama = isOllamaReference(named) ? await findOllamaModel(named) : undefined;
-        const input = ollama?.path ?? named;
         const format = str(p, "format") ?? (output.endsWith(".vflow") ? "vflow" : "cflow");
         if (format !== "cflow" && format !== "vflow") {
           throw new UsageError(`--format must be cflow or vflow, not '${format}'`);
         }
         const quant = choice(
-          str(p, "quant") ?? (isFolder(input) ? "q4_0" : "auto"),
+          str(p, "quant") ?? (isFolder(named) ? "q4_0" : "auto"),
           "--quant",
           QUANTS,
         );
@@ -425,8 +422,11 @@ export async function main(args: string[]): Promise<number> {
             `--output-quant must be auto, q4_0, q8_0 or f32, not '${outputQuant}'`,
           );
         }
+        // A model Ollama pulled converts from its GGUF file in Ollama's store (after the
+        // options are checked, so that a usage error is said first).
+        const ollama = isOllamaReference(named) ? await findOllamaModel(named) : undefined;
         openKernels(options);
-        return await runConvert(input, output, {
+        return await runConvert(ollama?.path ?? named, output, {
           format,
           quant,
           rule,
