@@ -34,7 +34,6 @@ import { compileConstraint, type ConstraintSpec, type TokenConstraint } from "..
 import { BatchEngine } from "../runtime/batch_engine.ts";
 import type { GenerationModel } from "../runtime/generate.ts";
 import { resolveModel } from "../runtime/model_store.ts";
-import { findOllamaModel, isOllamaReference } from "../runtime/ollama_store.ts";
 import { openModel } from "../runtime/open_model.ts";
 import { PromptCache } from "../runtime/prompt_cache.ts";
 import { checkDraftVocabulary, DraftModel } from "../runtime/draft_model.ts";
@@ -563,14 +562,7 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   const { quant, cache, threads, ...modelOptions } = options;
   await prepareKernels();
   openKernels(threads === undefined ? undefined : { threads });
-  // `ollama:NAME[:TAG]`: the GGUF file Ollama keeps for it, converted under its model name.
-  const ollama = isOllamaReference(path) ? await findOllamaModel(path) : undefined;
-  const file = await resolveModel(ollama?.path ?? path, {
-    quant,
-    cache,
-    name: ollama?.name,
-    sourceName: ollama?.reference,
-  });
+  const file = await resolveModel(path, { quant, cache });
   const { model, tokenizer } = openModel(file, modelOptions);
   return new Model(file, model, tokenizer);
 }

@@ -22,7 +22,7 @@ import type { Tokenizer } from "../tokenizer/mod.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import { progressBar } from "./progress.ts";
 import { EXIT } from "./exit_codes.ts";
-import { locateModelArgument } from "./paths.ts";
+import { resolveModelArgument } from "./paths.ts";
 
 /** A command-line mistake (exit status 2, `EXIT.USAGE`). */
 export class UsageError extends Error {
@@ -92,10 +92,7 @@ export function speculationOf(
  * first use, with a progress bar when stderr is a terminal.
  */
 export async function resolveForCli(args: Pick<ModelArgs, "model" | "quant">): Promise<string> {
-  const located = await locateModelArgument(args.model);
-  return await resolveModel(located.path, {
-    name: located.name,
-    sourceName: located.sourceName,
+  return await resolveModel(await resolveModelArgument(args.model), {
     quant: args.quant,
     progress: progressBar({ label: "converting" }),
     onConvert: (src, dst) => console.error(`cflow: converting ${src} once into ${dst}`),

@@ -13,7 +13,6 @@ import { pypiDestination } from "../pull/pull_pypi.ts";
 import { pullHf } from "../pull/pull_hf.ts";
 import { NotCachedError, SpecError } from "../pull/errors.ts";
 import type { HfSpec } from "../pull/parse_spec.ts";
-import { findOllamaModel, isOllamaReference } from "../runtime/ollama_store.ts";
 
 /** File name of the default model (SmolLM2-135M-Instruct, GGUF Q4_1; `cflow pull smollm2`). */
 const DEFAULT_MODEL_FILE = "smollm2-135m-instruct.Q4_1.gguf";
@@ -155,8 +154,8 @@ export async function hfModelPath(value: string, dir?: string): Promise<string> 
 }
 
 /**
- * {@link modelArgument}, an `hf:` reference as {@link hfModelPath} finds it, and an `ollama:`
- * reference as the GGUF file in Ollama's store (`runtime/ollama_store.ts`).
+ * {@link modelArgument}, and an `hf:` reference as {@link hfModelPath} finds it (an
+ * `ollama:NAME` reference passes through: `resolveModel` finds it in Ollama's store).
  *
  * @example
  * ```ts
@@ -165,40 +164,5 @@ export async function hfModelPath(value: string, dir?: string): Promise<string> 
  * ```
  */
 export async function resolveModelArgument(value: string, dir?: string): Promise<string> {
-  return (await locateModelArgument(value, dir)).path;
-}
-
-/**
- * Where {@link locateModelArgument} found a `--model` value.
- *
- * @example
- * ```ts
- * import type { LocatedModel } from "./paths.ts";
- * const m: LocatedModel = { path: "some/model.gguf" };
- * ```
- */
-export interface LocatedModel {
-  /** The file or folder to run or convert. */
-  path: string;
-  /** The conversion's name, where the file's own name does not say what it is (Ollama's blobs). */
-  name?: string;
-  /** What a conversion records as its source there (`ollama:NAME:TAG`). */
-  sourceName?: string;
-}
-
-/**
- * {@link resolveModelArgument}, with the name a conversion of the model should have.
- *
- * @example
- * ```ts
- * import { locateModelArgument } from "./paths.ts";
- * console.log(await locateModelArgument("some/model.gguf")); // { path: "some/model.gguf" }
- * ```
- */
-export async function locateModelArgument(value: string, dir?: string): Promise<LocatedModel> {
-  if (isOllamaReference(value)) {
-    const found = await findOllamaModel(value);
-    return { path: found.path, name: found.name, sourceName: found.reference };
-  }
-  return { path: isHfReference(value) ? await hfModelPath(value, dir) : modelArgument(value, dir) };
+  return isHfReference(value) ? await hfModelPath(value, dir) : modelArgument(value, dir);
 }

@@ -54,13 +54,28 @@ export class CacheDirError extends Error {
  */
 export type EnvReader = (name: string) => string | undefined;
 
-function absolute(name: string, value: string): string {
+/**
+ * `value` of the variable `name` as an absolute folder, trailing slashes dropped; a relative one,
+ * or one with control characters, is refused with `refuse(message)` (default a
+ * {@link CacheDirError}).
+ *
+ * @example
+ * ```ts
+ * import { absoluteDir } from "./cache_paths.ts";
+ * console.log(absoluteDir("OLLAMA_MODELS", "/srv/ollama/")); // "/srv/ollama"
+ * ```
+ */
+export function absoluteDir(
+  name: string,
+  value: string,
+  refuse: (message: string) => Error = (m) => new CacheDirError(m),
+): string {
   // deno-lint-ignore no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value)) {
-    throw new CacheDirError(`model store: ${name} must not contain control characters`);
+    throw refuse(`model store: ${name} must not contain control characters`);
   }
   if (!value.startsWith("/")) {
-    throw new CacheDirError(
+    throw refuse(
       `model store: ${name} must be an absolute path (starting with '/'), not "${value}"`,
     );
   }
@@ -89,11 +104,11 @@ function join(dir: string, name: string): string {
  */
 export function cacheRoot(env: EnvReader = readEnv): string {
   const explicit = env("CFLOW_CACHE");
-  if (explicit) return absolute("CFLOW_CACHE", explicit);
+  if (explicit) return absoluteDir("CFLOW_CACHE", explicit);
   const xdg = env("XDG_CACHE_HOME");
-  if (xdg) return join(absolute("XDG_CACHE_HOME", xdg), "cflow");
+  if (xdg) return join(absoluteDir("XDG_CACHE_HOME", xdg), "cflow");
   const home = env("HOME");
-  if (home) return join(join(absolute("HOME", home), ".cache"), "cflow");
+  if (home) return join(join(absoluteDir("HOME", home), ".cache"), "cflow");
   throw new CacheDirError(
     "model store: no cache folder: set CFLOW_CACHE (or XDG_CACHE_HOME or HOME) to an absolute path",
   );

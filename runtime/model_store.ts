@@ -7,6 +7,7 @@
  * @module
  */
 
+import { findOllamaModel, isOllamaReference } from "./ollama_store.ts";
 import type { TargetQuant } from "../convert/mod.ts";
 import type { Progress } from "../formats/cflow/mod.ts";
 import { resolveBuiltin } from "./builtin.ts";
@@ -79,7 +80,9 @@ export interface ResolveOptions {
 
 /**
  * The `.cflow`/`.vflow` file to run for `path`, converting a GGUF file or a
- * Hugging Face folder into the cache first when needed.
+ * Hugging Face folder into the cache first when needed. `builtin:NAME` is a
+ * committed pipeline-native model; `ollama:NAME[:TAG]` the GGUF file of a
+ * model Ollama has pulled (`ollama_store.ts`), converted under its Ollama name.
  *
  * @example
  * ```ts ignore
@@ -96,6 +99,14 @@ export async function resolveModel(path: string, options: ResolveOptions = {}): 
   }
   if (path.startsWith("builtin:")) {
     return await resolveBuiltin(path, () => options.cache ?? cacheDir());
+  }
+  if (isOllamaReference(path)) {
+    const found = await findOllamaModel(path);
+    return await resolveModel(found.path, {
+      ...options,
+      name: found.name,
+      sourceName: found.reference,
+    });
   }
   const kind = await sniff(path);
   if (kind === "tiled") return path;

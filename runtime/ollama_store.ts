@@ -24,7 +24,7 @@
  */
 
 import { readEnv } from "../ffi/mod.ts";
-import type { EnvReader } from "./cache_paths.ts";
+import { absoluteDir, type EnvReader } from "./cache_paths.ts";
 
 /** The prefix that names a model in Ollama's store. */
 export const OLLAMA_PREFIX = "ollama:";
@@ -154,15 +154,7 @@ export function parseOllamaName(value: string): OllamaName {
  */
 export function ollamaStoreDirs(env: EnvReader = readEnv): string[] {
   const explicit = env("OLLAMA_MODELS");
-  if (explicit) {
-    // deno-lint-ignore no-control-regex
-    if (!explicit.startsWith("/") || /[\u0000-\u001f\u007f]/.test(explicit)) {
-      throw new OllamaStoreError(
-        `model store: OLLAMA_MODELS must be an absolute path, not ${JSON.stringify(explicit)}`,
-      );
-    }
-    return [explicit.replace(/(.)\/+$/, "$1")];
-  }
+  if (explicit) return [absoluteDir("OLLAMA_MODELS", explicit, (m) => new OllamaStoreError(m))];
   const home = env("HOME");
   const dirs = home?.startsWith("/") ? [`${home.replace(/\/+$/, "")}/.ollama/models`] : [];
   return [...dirs, SERVICE_STORE];
@@ -213,10 +205,11 @@ export async function findOllamaModel(
 ): Promise<OllamaModel> {
   const n = parseOllamaName(value);
   const tried: string[] = [];
+  // As named, then lowercased (some Ollama versions keep the path in lower case).
+  const rel = [n.host, n.namespace, n.model, n.tag].join("/");
+  const candidates = new Set([rel, rel.toLowerCase()]);
   for (const dir of dirs) {
-    // As named, then lowercased (some Ollama versions keep the path in lower case).
-    const rel = [n.host, n.namespace, n.model, n.tag].join("/");
-    for (const candidate of new Set([rel, rel.toLowerCase()])) {
+    for (const candidate of candidates) {
       const manifest = `${dir}/manifests/${candidate}`;
       const bytes = await readManifest(manifest);
       if (typeof bytes === "string") {
