@@ -23,6 +23,6 @@ export type {
   ModelChatOptions,
   ModelGenerateOptions,
   Token,
-} from "./model.ts";
+} from "./model_options.ts";
 export type { Pooling } from "../model/mod.ts";
 export type { ToolCall, ToolChatMessage, ToolChoice, ToolDefinition } from "../chat/mod.ts";

@@ -51,16 +51,6 @@ import type {
   Token,
 } from "./model_options.ts";
 
-export type {
-  ChatStats,
-  Embeddings,
-  EmbedOptions,
-  LoadModelOptions,
-  ModelChatOptions,
-  ModelGenerateOptions,
-  Token,
-} from "./model_options.ts";
-
 /** Where one generation runs, and what its KV cache holds. */
 interface ModelSlot {
   model: GenerationModel & HiddenStateSource;
