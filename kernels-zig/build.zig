@@ -124,12 +124,28 @@ fn hostRuns(b: *std.Build, v: Variant) bool {
     }
 }
 
+/// The `avxvnni` variant's code built with the EVEX form of `vpdpbusd` ymm
+/// (AVX-512 VNNI with VL) instead of AVX-VNNI's VEX form: what a CPU with
+/// AVX-512 VNNI and without AVX-VNNI (Zen 4, Ice Lake and Sapphire Rapids
+/// servers) can run of it. Without the `avxvnni` feature LLVM cannot
+/// compress the instruction to its VEX form, which those CPUs lack.
+fn evexQuery(p: Platform) std.Target.Query {
+    var q = baseQuery(p);
+    q.cpu_model = .{ .explicit = &std.Target.x86.cpu.x86_64_v3 };
+    q.cpu_features_add = std.Target.x86.featureSet(&.{ .avx512f, .avx512vl, .avx512bw, .avx512vnni });
+    return q;
+}
+
 fn variantModule(b: *std.Build, p: Platform, v: Variant, optimize: std.builtin.OptimizeMode) *std.Build.Module {
+    return variantModuleFor(b, variantQuery(p, v), v, optimize);
+}
+
+fn variantModuleFor(b: *std.Build, query: std.Target.Query, v: Variant, optimize: std.builtin.OptimizeMode) *std.Build.Module {
     const opts = b.addOptions();
     opts.addOption(u32, "variant", @intFromEnum(v));
     const m = b.createModule(.{
         .root_source_file = b.path("src/variant.zig"),
-        .target = b.resolveTargetQuery(variantQuery(p, v)),
+        .target = b.resolveTargetQuery(query),
         .optimize = optimize,
         .link_libc = true,
         .pic = true,
@@ -248,6 +264,14 @@ pub fn build(b: *std.Build) void {
         test_step.dependOn(&wasmModule(b, mode).step);
         for (variantsOf(host_arch)) |v| {
             if (!hostRuns(b, v)) {
+                if (v == .avxvnni and hostRuns(b, .avx512vnni)) {
+                    // Its code runs here with the EVEX encoding (evexQuery):
+                    // every test of the variant, the VEX encoding untested.
+                    if (mode == .Debug) test_step.dependOn(skipNote(b, "running the avxvnni kernel tests with the EVEX form of vpdpbusd ymm: this CPU has AVX-512 VNNI, not AVX-VNNI's VEX form"));
+                    const t = b.addTest(.{ .name = b.fmt("avxvnni-evex-{s}", .{@tagName(mode)}), .root_module = variantModuleFor(b, evexQuery(native), v, mode) });
+                    test_step.dependOn(&b.addRunArtifact(t).step);
+                    continue;
+                }
                 if (mode == .Debug) test_step.dependOn(skipNote(b, b.fmt("skipping {s} kernel tests: this CPU cannot run them", .{@tagName(v)})));
                 continue;
             }
