@@ -215,14 +215,32 @@ pub inline fn oneScore(comptime T: type, qg: []const f32, k: [*]const T, krow: u
     return sc;
 }
 
-/// One block of an online softmax: s[0..nb] (scores) becomes exp(s - m')
-/// where m' is the running maximum m taken over the block too; l, the running
-/// sum, is rescaled to m' and the block's sum added. Returns the factor
-/// exp(m - m') that earlier sums (and outputs) take.
-inline fn softmaxStep(s: *[attention_block]f32, nb: usize, m: *f32, l: *f32) f32 {
-    // The block maximum (exact in any order for finite scores; a NaN score
-    // makes the head's output NaN whichever maximum it yields): `vmaxps`
-    // on x86, not the NaN-aware serial chain of `@reduce(.Max)`.
+/// The first half of one block of an online softmax, for every head of a
+/// group: m[g], the running maximum, is taken over the block's scores
+/// s[g][0..nb] too, and corr[g] = exp(m - m') is the factor that the head's
+/// earlier sum and output take (0 before its first block). The factors of
+/// all heads come from one vector exp (lane g what one head's scalar exp
+/// gives: `expNonPositive` works lane by lane).
+inline fn softmaxMaxima(s: *const [attention_max_group][attention_block]f32, group: usize, nb: usize, m: []f32, corr: *[attention_max_group]f32) void {
+    const V = @Vector(attention_max_group, f32);
+    assert(group >= 1 and group <= attention_max_group and m.len == group);
+    var d: V = @splat(0);
+    for (0..group) |g| {
+        const new_m = @max(m[g], blockMax(&s[g], nb));
+        d[g] = m[g] - new_m;
+        corr[g] = if (m[g] == -std.math.inf(f32)) 0 else 1;
+        m[g] = new_m;
+    }
+    const e = expNonPositive(attention_max_group, d);
+    for (0..group) |g| {
+        if (corr[g] != 0) corr[g] = e[g];
+    }
+}
+
+/// The maximum of s[0..nb] (exact in any order for finite scores; a NaN
+/// score makes the head's output NaN whichever maximum it yields): `vmaxps`
+/// on x86, not the NaN-aware serial chain of `@reduce(.Max)`.
+inline fn blockMax(s: *const [attention_block]f32, nb: usize) f32 {
     var bm: f32 = -std.math.inf(f32);
     var jm: usize = 0;
     if (lanes > 1 and nb >= 16) {
@@ -232,23 +250,36 @@ inline fn softmaxStep(s: *[attention_block]f32, nb: usize, m: *f32, l: *f32) f32
         bm = kernels.maxLaneNoNan(16, vm);
     }
     for (s[jm..nb]) |x| bm = @max(bm, x);
-    const new_m = @max(m.*, bm);
-    const corr: f32 = if (m.* == -std.math.inf(f32)) 0 else expNonPositive(1, @splat(m.* - new_m))[0];
-    m.* = new_m;
+    return bm;
+}
+
+/// The second half of one block of an online softmax, for one head: s[0..nb]
+/// (scores) becomes exp(s - m) where m is the running maximum that
+/// `softmaxMaxima` left; l, the running sum, is rescaled by corr and the
+/// block's sum added: 16 exps at a time, each summed as a tree, then the
+/// rest summed one by one (their exps still taken as one vector, whose
+/// lanes past nb are not used).
+inline fn softmaxExps(s: *[attention_block]f32, nb: usize, m: f32, l: *f32, corr: f32) void {
+    const V16 = @Vector(16, f32);
     var sum: f32 = 0;
     var jj: usize = 0;
     while (jj + 16 <= nb) : (jj += 16) {
-        const e = expNonPositive(16, s[jj..][0..16].* - @as(@Vector(16, f32), @splat(new_m)));
+        const e = expNonPositive(16, s[jj..][0..16].* - @as(V16, @splat(m)));
         s[jj..][0..16].* = e;
         sum += treeSum(16, e);
     }
-    while (jj < nb) : (jj += 1) {
-        const e = expNonPositive(1, @splat(s[jj] - new_m))[0];
-        s[jj] = e;
-        sum += e;
+    if (jj < nb) {
+        const rest = nb - jj;
+        assert(rest < 16);
+        var x: [16]f32 = @splat(m);
+        @memcpy(x[0..rest], s[jj..nb]);
+        const e: [16]f32 = expNonPositive(16, @as(V16, x) - @as(V16, @splat(m)));
+        for (0..rest) |i| {
+            s[jj + i] = e[i];
+            sum += e[i];
+        }
     }
     l.* = l.* * corr + sum;
-    return corr;
 }
 
 /// Attention of `group` query heads (consecutive, head_dim values each, at
@@ -419,11 +450,13 @@ fn advance(
     while (j0 < end) : (j0 += B) {
         const nb = @min(B, end - j0);
         blockScores(T, rounded, qs, group, hd, k, stride, head_offset, j0, nb, scale, softcap, &s);
+        // Online softmax: rescale what was accumulated to the new maximum.
+        var corr: [attention_max_group]f32 = undefined;
+        softmaxMaxima(&s, group, nb, m, &corr);
         for (0..group) |g| {
-            // Online softmax: rescale what was accumulated to the new maximum.
-            const corr = softmaxStep(&s[g], nb, &m[g], &l[g]);
-            if (corr != 1) {
-                for (out[g * hd ..][0..hd]) |*o| o.* *= corr;
+            softmaxExps(&s[g], nb, m[g], &l[g], corr[g]);
+            if (corr[g] != 1) {
+                for (out[g * hd ..][0..hd]) |*o| o.* *= corr[g];
             }
         }
         // out += p . V: each L-lane slice of each head's output stays in a
