@@ -18,7 +18,7 @@ pub const qLoad = am.qLoad;
 pub const qOne = am.qOne;
 pub const expNonPositive = am.expNonPositive;
 pub const treeSum = am.treeSum;
-const treeSums = am.treeSums;
+const treeLevels = am.treeLevels;
 
 const assert = std.debug.assert;
 const lanes = kernels.lanes;
@@ -127,21 +127,23 @@ fn blockScores(
             var g0: usize = 0;
             while (g0 < group) {
                 const gq = @min(tile_heads, group - g0);
-                // acc[g][r]: the fma chain of head g0 + g against position
-                // j0 + jb + r, in head_dim order.
-                var acc: [tile_heads][L]V = undefined;
+                // part[g][t]: the fma chains of head g0 + g against the
+                // tile_rows positions from j0 + jb + t * tile_rows (in
+                // head_dim order), through treeSums' first levels.
+                var part: [tile_heads][L / tile_rows]V = undefined;
                 switch (gq) {
                     inline 1...tile_heads => |GQ| {
                         var r0: usize = 0;
                         while (r0 < L) : (r0 += tile_rows) {
                             const krow = (j0 + jb + r0) * stride + head_offset;
-                            scoreTile(T, rounded, GQ, qs[g0 * hd ..][0 .. GQ * hd], hd, k, krow, stride, &acc, r0);
+                            scoreTile(T, rounded, GQ, qs[g0 * hd ..][0 .. GQ * hd], hd, k, krow, stride, &part, r0);
                         }
                     },
                     else => unreachable,
                 }
                 for (0..gq) |gi| {
-                    const sc = treeSums(L, &acc[gi]) * @as(V, @splat(scale));
+                    // The rest of treeSums(L, the L chains): what it gives.
+                    const sc = treeLevels(L, L / tile_rows, L / tile_rows, &part[gi]) * @as(V, @splat(scale));
                     s[g0 + gi][jb..][0..L].* = sc;
                     if (softcap > 0) {
                         for (s[g0 + gi][jb..][0..L]) |*x| x.* = softcap * std.math.tanh(x.* / softcap);
@@ -160,9 +162,11 @@ fn blockScores(
 }
 
 /// The dot products of GQ query heads (hd values each, at q) with the
-/// `tile_rows` K rows from element `krow` on, stride apart, into
-/// acc[g][r0 + r]: L lanes at a time in head_dim order, each K slice loaded
-/// once for the GQ heads. With `rounded`, q already holds `qLoad`'s values.
+/// `tile_rows` K rows from element `krow` on, stride apart: L lanes at a
+/// time in head_dim order, each K slice loaded once for the GQ heads; each
+/// head's `tile_rows` chains go through treeSums' first levels while they
+/// are in registers (`treeLevels`), into part_out[g][r0 / tile_rows]. With
+/// `rounded`, q already holds `qLoad`'s values.
 inline fn scoreTile(
     comptime T: type,
     comptime rounded: bool,
@@ -172,7 +176,7 @@ inline fn scoreTile(
     k: [*]const T,
     krow: usize,
     stride: usize,
-    acc_out: *[tile_heads][lanes]@Vector(lanes, f32),
+    part_out: *[tile_heads][lanes / tile_rows]@Vector(lanes, f32),
     r0: usize,
 ) void {
     const L = lanes;
@@ -188,9 +192,7 @@ inline fn scoreTile(
             inline for (0..GQ) |g| acc[g][r] = @mulAdd(V, qv[g], kf, acc[g][r]);
         }
     }
-    inline for (0..GQ) |g| {
-        inline for (0..tile_rows) |r| acc_out[g][r0 + r] = acc[g][r];
-    }
+    inline for (0..GQ) |g| part_out[g][r0 / tile_rows] = treeLevels(L, L, tile_rows, &acc[g]);
 }
 
 /// The score of one query head against the K row at element `krow`: the

@@ -107,9 +107,21 @@ pub inline fn treeSum(comptime N: usize, v: @Vector(N, f32)) f32 {
 /// at a time (shuffles gather them), so N sums cost N - 1 vector additions
 /// instead of N log2(N) narrowing steps.
 pub inline fn treeSums(comptime N: usize, v: *[N]@Vector(N, f32)) @Vector(N, f32) {
-    comptime var seg: usize = N; // segment length of the current level
-    comptime var count: usize = N; // vectors holding segments
-    inline while (seg > 1) {
+    return treeLevels(N, N, N, v);
+}
+
+/// The levels of `treeSums` that `count` vectors go through to become one,
+/// starting at segment length `seg`: on v[0..count], inputs 2k and 2k+1
+/// becoming output k at each level. A level's arithmetic depends only on
+/// its two inputs, so `treeLevels(N, N, 4, v[4j..][0..4])` is vector j of
+/// `treeSums`' second level, and `treeLevels(N, N / 4, N / 4, those)` then
+/// gives what `treeSums(N, v)` gives, bit for bit: a caller can reduce each
+/// group of 4 vectors while it is still in registers.
+pub inline fn treeLevels(comptime N: usize, comptime seg0: usize, comptime count0: usize, v: *[count0]@Vector(N, f32)) @Vector(N, f32) {
+    comptime std.debug.assert(std.math.isPowerOfTwo(count0) and seg0 >= count0 and seg0 <= N);
+    comptime var seg: usize = seg0; // segment length of the current level
+    comptime var count: usize = count0; // vectors holding segments
+    inline while (count > 1) {
         const half = seg / 2;
         // Output vector k takes the segments of inputs 2k and 2k+1: input
         // 2k's segments (N / seg of them) become the first half of lanes.
