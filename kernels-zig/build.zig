@@ -16,7 +16,11 @@
 //!                                      with -fqemu, the other architecture's
 //!                                      tests too, under qemu-user
 //!                                      (qemu-aarch64 on PATH:
-//!                                      scripts/test-zig.sh sets that up)
+//!                                      scripts/test-zig.sh sets that up);
+//!                                      a variant the CPU cannot run is
+//!                                      skipped, saying so, except avxvnni on
+//!                                      an AVX-512 VNNI CPU: its tests run
+//!                                      built with the EVEX form (evexQuery)
 //!
 //! The wasm fallback is the same root and the same scalar kernel source
 //! built for wasm32-freestanding with simd128 (no threads, no mmap, no
