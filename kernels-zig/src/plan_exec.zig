@@ -533,18 +533,13 @@ pub fn quantizeRow(k: *const Table, x: []const f32, q: [*]u8) bool {
 pub fn quantizeGroups(k: *const Table, x: []const f32, q: [*]u8, g0: usize, g1: usize) bool {
     const ng = x.len / qk;
     assert(g0 < g1 and g1 <= ng);
-    if (!k.quantize_q8_0(x[g0 * qk ..].ptr, g1 - g0, @ptrCast(q + g0 * abi.q8_0_block_bytes))) return false;
-    const so = ActRow.scalesOffset(ng);
-    const su = ActRow.sumsOffset(ng);
-    for (g0..g1) |g| {
-        const blk = q + g * abi.q8_0_block_bytes;
-        const d = abi.f16ToF32(@as(u16, blk[0]) | (@as(u16, blk[1]) << 8));
-        const qv: @Vector(qk, i8) = @bitCast(blk[2..][0..qk].*);
-        const sum: i32 = @reduce(.Add, @as(@Vector(qk, i32), qv));
-        std.mem.writeInt(u32, (q + so + g * 4)[0..4], @bitCast(d), .little);
-        std.mem.writeInt(i32, (q + su + g * 4)[0..4], sum, .little);
-    }
-    return true;
+    return k.quantize_act(
+        x[g0 * qk ..].ptr,
+        g1 - g0,
+        @ptrCast(q + g0 * abi.q8_0_block_bytes),
+        q + ActRow.scalesOffset(ng) + g0 * 4,
+        q + ActRow.sumsOffset(ng) + g0 * 4,
+    );
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (0 in the wasm build, which has no clock).

@@ -6,6 +6,10 @@ const abi = @import("abi.zig");
 
 pub const Table = struct {
     quantize_q8_0: *const fn ([*]const f32, usize, [*]abi.BlockQ8_0) callconv(.c) bool,
+    /// x, blocks, their Q8_0 blocks, each block's scale as f32 and its sum of
+    /// quants as i32 (little-endian, 4 bytes apart): an ActRow's groups
+    /// (packing.zig) in one call of the variant's vectors.
+    quantize_act: *const fn ([*]const f32, usize, [*]abi.BlockQ8_0, [*]u8, [*]u8) callconv(.c) bool,
     block_dots_q4_0: *const fn ([*]const abi.BlockQ4_0, [*]const abi.BlockQ8_0, usize, [*]i32) callconv(.c) void,
     block_dots_q8_0: *const fn ([*]const abi.BlockQ8_0, [*]const abi.BlockQ8_0, usize, [*]i32) callconv(.c) void,
     matvec_rows_q4_0: *const fn ([*]const abi.BlockQ4_0, [*]const abi.BlockQ8_0, usize, [*]f32, usize, usize) callconv(.c) void,

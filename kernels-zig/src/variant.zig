@@ -22,6 +22,24 @@ fn quantizeQ8_0(x: [*]const f32, n_blocks: usize, out: [*]abi.BlockQ8_0) callcon
     return k.quantizeQ8_0(x[0 .. n_blocks * abi.qk], out[0..n_blocks]);
 }
 
+/// quantizeQ8_0, then each block's scale (its f16, exactly as f32) and the
+/// sum of its 32 quants, for the matmuls' ActRows: the variant's F16C
+/// conversion and vector sums instead of the baseline root's.
+fn quantizeAct(x: [*]const f32, n_blocks: usize, out: [*]abi.BlockQ8_0, scales: [*]u8, sums: [*]u8) callconv(.c) bool {
+    assert(n_blocks > 0);
+    if (!k.quantizeQ8_0(x[0 .. n_blocks * abi.qk], out[0..n_blocks])) return false;
+    const bytes: [*]const u8 = @ptrCast(out);
+    for (0..n_blocks) |g| {
+        const blk = bytes + g * abi.q8_0_block_bytes;
+        const d: f32 = @floatCast(@as(f16, @bitCast(std.mem.readInt(u16, blk[0..2], .little))));
+        const qv: @Vector(abi.qk, i8) = @bitCast(blk[2..][0..abi.qk].*);
+        const sum: i32 = @reduce(.Add, @as(@Vector(abi.qk, i32), qv));
+        std.mem.writeInt(u32, scales[g * 4 ..][0..4], @bitCast(d), .little);
+        std.mem.writeInt(i32, sums[g * 4 ..][0..4], sum, .little);
+    }
+    return true;
+}
+
 fn blockDotsQ4_0(w: [*]const abi.BlockQ4_0, x: [*]const abi.BlockQ8_0, n_blocks: usize, out: [*]i32) callconv(.c) void {
     assert(n_blocks > 0);
     k.blockDotsQ4_0(w[0..n_blocks], x[0..n_blocks], out[0..n_blocks]);
@@ -170,6 +188,7 @@ comptime {
     // Every field of the dispatch table is exported under the variant's prefix.
     const impls = .{
         .quantize_q8_0 = &quantizeQ8_0,
+        .quantize_act = &quantizeAct,
         .block_dots_q4_0 = &blockDotsQ4_0,
         .block_dots_q8_0 = &blockDotsQ8_0,
         .matvec_rows_q4_0 = &matvecRowsQ4_0,
@@ -213,4 +232,34 @@ test {
     _ = panels;
     _ = attn;
     _ = @import("attention_test.zig");
+}
+
+test "quantize_act: the blocks quantizeQ8_0 writes, each block's f16 scale as f32 and its sum of quants" {
+    var prng = std.Random.DefaultPrng.init(21);
+    const rng = prng.random();
+    const nb = 7;
+    var x: [nb * abi.qk]f32 = undefined;
+    for (&x, 0..) |*v, i| v.* = (rng.float(f32) - 0.5) * @as(f32, @floatFromInt(1 + i % 5)) * 3.0;
+    // A block of zeros (scale 0) and one with a subnormal f16 scale.
+    @memset(x[0..abi.qk], 0);
+    for (x[abi.qk .. 2 * abi.qk]) |*v| v.* *= 1e-6;
+    var want: [nb]abi.BlockQ8_0 = undefined;
+    try std.testing.expect(k.quantizeQ8_0(&x, &want));
+    var got: [nb]abi.BlockQ8_0 = undefined;
+    var scales: [nb * 4]u8 = undefined;
+    var sums: [nb * 4]u8 = undefined;
+    try std.testing.expect(quantizeAct(&x, nb, &got, &scales, &sums));
+    try std.testing.expectEqualSlices(u8, std.mem.asBytes(&want), std.mem.asBytes(&got));
+    const bytes: [*]const u8 = @ptrCast(&want);
+    for (0..nb) |g| {
+        const blk = bytes + g * abi.q8_0_block_bytes;
+        const d = abi.f16ToF32(std.mem.readInt(u16, blk[0..2], .little));
+        var sum: i32 = 0;
+        for (blk[2..][0..abi.qk]) |b| sum += @as(i8, @bitCast(b));
+        try std.testing.expectEqual(@as(u32, @bitCast(d)), std.mem.readInt(u32, scales[g * 4 ..][0..4], .little));
+        try std.testing.expectEqual(sum, std.mem.readInt(i32, sums[g * 4 ..][0..4], .little));
+    }
+    // A non-finite value is refused, as quantizeQ8_0 refuses it.
+    x[5] = std.math.nan(f32);
+    try std.testing.expect(!quantizeAct(&x, nb, &got, &scales, &sums));
 }
