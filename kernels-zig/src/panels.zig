@@ -181,7 +181,16 @@ fn panelScalar(comptime q: packing.Quant, panel: [*]const u8, ng: usize, x: [*]c
 inline fn panelBlockOut(comptime K: type, comptime NT: usize, kern: K, stream: bool, panel: [*]const u8, x: [*]const u8, x_stride: usize, y: [*]f32, y_stride: usize, valid: usize) void {
     var out: [NT][16]f32 = undefined;
     kern.simd(NT, stream, panel, x, x_stride, &out);
-    inline for (0..NT) |j| @memcpy(y[j * y_stride ..][0..valid], out[j][0..valid]);
+    // A whole panel (every panel but a matrix's last, where rows % 16 != 0)
+    // as one fixed-size copy: a run-time length is a call to libc's memcpy
+    // for each token and panel.
+    inline for (0..NT) |j| {
+        if (valid == 16) {
+            y[j * y_stride ..][0..16].* = out[j];
+        } else {
+            @memcpy(y[j * y_stride ..][0..valid], out[j][0..valid]);
+        }
+    }
 }
 
 /// Runs one panel kernel over panels [0, n_panels) of `pb` bytes each and
