@@ -101,9 +101,11 @@ comptime {
 }
 
 /// Scores of positions [j0, j0 + nb) for every head of a group, into s:
-/// L positions at a time (their L sums reduced together), the rest one at a
-/// time; each score gets the same arithmetic either way. With `rounded`, qs
-/// holds what `qLoad` gives for every value of q; otherwise it is q itself.
+/// L positions at a time (their L sums reduced together; a last chunk past
+/// nb fills s[g][nb .. its end] with scores not used), or one at a time
+/// where head_dim is not a multiple of L; each score gets the same
+/// arithmetic either way. With `rounded`, qs holds what `qLoad` gives for
+/// every value of q; otherwise it is q itself.
 fn blockScores(
     comptime T: type,
     comptime rounded: bool,
@@ -122,8 +124,12 @@ fn blockScores(
     const L = if (lanes > 1) lanes else 1;
     const V = @Vector(L, f32);
     var jb: usize = 0;
+    // The last K row of the block: a last chunk of fewer than L positions
+    // reads it again for its lanes past nb, whose scores are not used.
+    const last_row = (j0 + nb - 1) * stride + head_offset;
+    comptime assert(attention_block % L == 0);
     if (L > 1) {
-        while (hd % L == 0 and jb + L <= nb) : (jb += L) {
+        while (hd % L == 0 and jb < nb) : (jb += L) {
             var g0: usize = 0;
             while (g0 < group) {
                 const gq = @min(tile_heads, group - g0);
@@ -136,7 +142,7 @@ fn blockScores(
                         var r0: usize = 0;
                         while (r0 < L) : (r0 += tile_rows) {
                             const krow = (j0 + jb + r0) * stride + head_offset;
-                            scoreTile(T, rounded, GQ, qs[g0 * hd ..][0 .. GQ * hd], hd, k, krow, stride, &part, r0);
+                            scoreTile(T, rounded, GQ, qs[g0 * hd ..][0 .. GQ * hd], hd, k, krow, stride, last_row, &part, r0);
                         }
                     },
                     else => unreachable,
@@ -153,8 +159,8 @@ fn blockScores(
             }
         }
     }
-    // The rest one at a time. oneScore rounds q again (`qLoad`): a value
-    // already rounded to f16 rounds to itself.
+    // Where head_dim is not a multiple of L, one at a time. oneScore rounds
+    // q again (`qLoad`): a value already rounded to f16 rounds to itself.
     while (jb < nb) : (jb += 1) {
         const krow = (j0 + jb) * stride + head_offset;
         for (0..group) |g| s[g][jb] = oneScore(T, qs[g * hd ..][0..hd], k, krow, scale, softcap);
@@ -162,7 +168,8 @@ fn blockScores(
 }
 
 /// The dot products of GQ query heads (hd values each, at q) with the
-/// `tile_rows` K rows from element `krow` on, stride apart: L lanes at a
+/// `tile_rows` K rows from element `krow` on, stride apart (a row past
+/// `last_row` reads `last_row` instead): L lanes at a
 /// time in head_dim order, each K slice loaded once for the GQ heads; each
 /// head's `tile_rows` chains go through treeSums' first levels while they
 /// are in registers (`treeLevels`), into part_out[g][r0 / tile_rows]. With
@@ -176,19 +183,22 @@ inline fn scoreTile(
     k: [*]const T,
     krow: usize,
     stride: usize,
+    last_row: usize,
     part_out: *[tile_heads][lanes / tile_rows]@Vector(lanes, f32),
     r0: usize,
 ) void {
     const L = lanes;
     const V = @Vector(L, f32);
     assert(q.len == GQ * hd and hd % L == 0 and r0 + tile_rows <= L);
+    var rows: [tile_rows]usize = undefined;
+    inline for (0..tile_rows) |r| rows[r] = @min(krow + r * stride, last_row);
     var acc: [GQ][tile_rows]V = @splat(@splat(@splat(0)));
     var d: usize = 0;
     while (d < hd) : (d += L) {
         var qv: [GQ]V = undefined;
         inline for (0..GQ) |g| qv[g] = if (rounded) q[g * hd + d ..][0..L].* else qLoad(T, L, q[g * hd ..][0..hd], d);
         inline for (0..tile_rows) |r| {
-            const kf = kvLoad(T, L, k, krow + r * stride + d);
+            const kf = kvLoad(T, L, k, rows[r] + d);
             inline for (0..GQ) |g| acc[g][r] = @mulAdd(V, qv[g], kf, acc[g][r]);
         }
     }
