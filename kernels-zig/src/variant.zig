@@ -31,7 +31,7 @@ fn quantizeAct(x: [*]const f32, n_blocks: usize, out: [*]abi.BlockQ8_0, scales: 
     const bytes: [*]const u8 = @ptrCast(out);
     for (0..n_blocks) |g| {
         const blk = bytes + g * abi.q8_0_block_bytes;
-        const d: f32 = @floatCast(@as(f16, @bitCast(std.mem.readInt(u16, blk[0..2], .little))));
+        const d = abi.f16ToF32(std.mem.readInt(u16, blk[0..2], .little));
         const qv: @Vector(abi.qk, i8) = @bitCast(blk[2..][0..abi.qk].*);
         const sum: i32 = @reduce(.Add, @as(@Vector(abi.qk, i32), qv));
         std.mem.writeInt(u32, scales[g * 4 ..][0..4], @bitCast(d), .little);
